@@ -1,0 +1,44 @@
+"""agnograd: reverse-mode automatic differentiation for any array API library.
+
+Examples
+--------
+>>> import numpy as np, agnograd
+>>> x = agnograd.Variable(np.array([1.0, 2.0]))
+>>> y = agnograd.functions.sum(agnograd.functions.exp(x) * x)
+>>> y.backward()
+>>> x.grad
+array([ 5.43656366, 22.1671683 ])
+"""
+
+from agnograd import _operators  # noqa: F401 - installs Variable's operators
+from agnograd import functions
+from agnograd._adapter import Adapter
+from agnograd._config import config, force_backprop_mode, no_backprop_mode, using_config
+from agnograd._convert import as_array, as_variable
+from agnograd._engine import backward, grad
+from agnograd._function import FunctionNode
+from agnograd._namespace import namespace
+from agnograd._variable import Variable, VariableNode
+from agnograd.function_hooks import FunctionHook, PrintHook, TimerHook
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Adapter",
+    "FunctionHook",
+    "FunctionNode",
+    "PrintHook",
+    "TimerHook",
+    "Variable",
+    "VariableNode",
+    "as_array",
+    "as_variable",
+    "backward",
+    "config",
+    "force_backprop_mode",
+    "functions",
+    "grad",
+    "namespace",
+    "no_backprop_mode",
+    "using_config",
+]

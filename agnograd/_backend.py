@@ -1,0 +1,144 @@
+"""Finding an array's namespace and its adapter, cached per array type.
+
+The core never imports an array library: the namespace comes from the array itself
+(through array-api-compat for libraries that lack ``__array_namespace__``), and the
+few things the standard cannot express come from adapters registered under the
+``agnograd.backends`` entry-point group.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+from typing import Any
+
+import array_api_compat
+
+_SCALARS = (bool, int, float, complex)
+
+# type(array) -> raw array API namespace; filled on first sight of each type so the
+# hot path is one dict lookup instead of array_api_compat's scan.
+_namespaces: dict[type, Any] = {}
+
+
+def raw_namespace(array: Any) -> Any:
+    """Return the array API namespace of a raw (non-Variable) array.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from agnograd._backend import raw_namespace
+    >>> raw_namespace(np.ones(2)).__name__
+    'array_api_compat.numpy'
+    """
+    try:
+        return _namespaces[type(array)]
+    except KeyError:
+        pass
+    if type(array) in _SCALARS or array is None:
+        raise TypeError(
+            f"expected an array of an array API library, got {type(array).__name__} "
+            f"{array!r}; wrap Python values with xp.asarray(...) first"
+        )
+    try:
+        xp = array_api_compat.array_namespace(array)
+    except TypeError:
+        raise TypeError(
+            f"expected an array of an array API library, got {type(array).__module__}."
+            f"{type(array).__qualname__}; agnograd supports arrays whose library implements "
+            f"the Python array API standard (installed adapters: {', '.join(adapter_names())})"
+        ) from None
+    _namespaces[type(array)] = xp
+    return xp
+
+
+def backend_name(xp: Any) -> str:
+    """Short library name of a namespace, for messages (``numpy``, ``torch``, ...)."""
+    name: str = getattr(xp, "__name__", repr(xp))
+    return name.removeprefix("array_api_compat.")
+
+
+def is_array(obj: Any) -> bool:
+    """Whether ``obj`` is an array of some array API library (Variables excluded)."""
+    if type(obj) in _namespaces:
+        return True
+    if type(obj) in _SCALARS or obj is None:
+        return False
+    return array_api_compat.is_array_api_obj(obj)
+
+
+# ---------------------------------------------------------------------------------
+# Adapters
+
+
+@functools.cache
+def _adapters() -> tuple[Any, ...]:
+    found = []
+    for entry in importlib.metadata.entry_points(group="agnograd.backends"):
+        adapter = entry.load()
+        found.append(adapter)
+    return tuple(found)
+
+
+def adapter_names() -> list[str]:
+    """Names of the adapters registered in the ``agnograd.backends`` entry-point group."""
+    return [a.name for a in _adapters()]
+
+
+_adapter_cache: dict[type, Any] = {}
+
+
+def adapter_for(array: Any) -> Any:
+    """Return the adapter that owns ``array``'s type, or ``None`` when none does."""
+    cls = type(array)
+    try:
+        return _adapter_cache[cls]
+    except KeyError:
+        pass
+    owner = next((a for a in _adapters() if a.owns(cls)), None)
+    _adapter_cache[cls] = owner
+    return owner
+
+
+def scatter_add_flat(dst: Any, positions: Any, values: Any) -> Any:
+    """Return ``dst`` (1-D) with ``values`` added at ``positions``, repeats accumulating.
+
+    The standard has no scatter-add, so the owning adapter's hook is used; without an
+    adapter a sort-based composition of standard functions is used.
+    """
+    adapter = adapter_for(dst)
+    if adapter is not None and adapter.scatter_add is not None:
+        return adapter.scatter_add(dst, positions, values)
+    return generic_scatter_add(dst, positions, values)
+
+
+def generic_scatter_add(dst: Any, positions: Any, values: Any) -> Any:
+    """Scatter-add written with standard functions only (sort, cumulative sum, search).
+
+    Exact for integers, and accurate to rounding of a running sum for floats.
+
+    Examples
+    --------
+    >>> import array_api_strict as xp
+    >>> from agnograd._backend import generic_scatter_add
+    >>> out = generic_scatter_add(xp.zeros(4), xp.asarray([1, 3, 1]), xp.asarray([1., 2., 5.]))
+    >>> [float(v) for v in out]
+    [0.0, 6.0, 0.0, 2.0]
+    """
+    xp = raw_namespace(dst)
+    n = dst.shape[0]
+    if positions.shape[0] == 0:
+        return dst
+    order = xp.argsort(positions)
+    pos = xp.take(positions, order)
+    vals = xp.take(values, order)
+    sums_at = xp.cumulative_sum(vals, include_initial=True)
+    unique = xp.unique_values(pos)
+    left = xp.searchsorted(pos, unique, side="left")
+    right = xp.searchsorted(pos, unique, side="right")
+    sums = xp.take(sums_at, right) - xp.take(sums_at, left)
+    everywhere = xp.arange(n, dtype=unique.dtype, device=array_api_compat.device(dst))
+    slot = xp.searchsorted(unique, everywhere)
+    slot = xp.clip(slot, max=unique.shape[0] - 1)
+    hit = xp.take(unique, slot) == everywhere
+    return dst + xp.where(hit, xp.take(sums, slot), xp.zeros_like(dst))

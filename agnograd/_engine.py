@@ -1,0 +1,344 @@
+"""Reverse-mode backprop over the graph of FunctionNodes.
+
+Function nodes are popped from a heap by rank, so each one runs after every
+consumer of its outputs; gradients live in a dict keyed by VariableNode and are
+dropped the moment their node's creator consumes them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from agnograd._backend import raw_namespace
+from agnograd._config import config, using_config
+from agnograd._function import FunctionNode
+from agnograd._variable import Variable, VariableNode
+
+
+def backward(
+    outputs: Sequence[Variable],
+    grad_outputs: Sequence[Any] | None = None,
+    *,
+    retain_grad: bool = False,
+    enable_double_backprop: bool = False,
+    loss_scale: float | None = None,
+) -> None:
+    """Backpropagate from several outputs at once, accumulating into leaf gradients.
+
+    ``grad_outputs`` gives the seed of each output (arrays, Variables or ``None``
+    to use the output's ``.grad``, or ones for a one-element output).
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> x = agnograd.Variable(np.array([1.0, 2.0]))
+    >>> a, b = x * 2, x * x
+    >>> agnograd.backward([a, b], [np.ones(2), np.ones(2)])
+    >>> x.grad
+    array([4., 6.])
+    """
+    outputs = _as_list(outputs, "backward", "outputs")
+    if grad_outputs is None:
+        grad_outputs = [None] * len(outputs)
+    else:
+        grad_outputs = _as_list(grad_outputs, "backward", "grad_outputs")
+        _same_length(outputs, grad_outputs, "backward", "outputs", "grad_outputs")
+    seeds = [
+        _seed(y, gy, loss_scale, enable_double_backprop, "backward")
+        for y, gy in zip(outputs, grad_outputs, strict=True)
+    ]
+    # A leaf given as an output keeps its seed as .grad and receives nothing more.
+    seeds = [(node, gy) for node, gy in seeds if node.creator_node is not None]
+    seen = {id(gy._data if isinstance(gy, Variable) else gy) for _, gy in seeds}
+    with using_config("enable_backprop", enable_double_backprop):
+        results = _run(seeds, enable_double_backprop, retain_grad, targets=None)
+    _accumulate_into_leaves(results, enable_double_backprop, seen)
+
+
+def grad(
+    outputs: Sequence[Variable],
+    inputs: Sequence[Variable],
+    grad_outputs: Sequence[Any] | None = None,
+    grad_inputs: Sequence[Any] | None = None,
+    set_grad: bool = False,
+    retain_grad: bool = False,
+    enable_double_backprop: bool = False,
+    loss_scale: float | None = None,
+) -> list[Variable | None]:
+    """Gradients of ``outputs`` with respect to ``inputs``, without touching ``.grad``.
+
+    Only the part of the graph between ``outputs`` and ``inputs`` runs. An input that
+    the outputs do not reach gets ``None``. ``grad_inputs`` are added to the results;
+    with ``set_grad=True`` the results are also stored in the inputs' ``grad_var``.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> x = agnograd.Variable(np.array(3.0))
+    >>> y = x ** 3
+    >>> (gx,) = agnograd.grad([y], [x], enable_double_backprop=True)
+    >>> gx
+    variable(27.)
+    >>> agnograd.grad([gx], [x])
+    [variable(18.)]
+    >>> x.grad is None
+    True
+    """
+    outputs = _as_list(outputs, "grad", "outputs")
+    inputs = _as_list(inputs, "grad", "inputs")
+    for v in (*outputs, *inputs):
+        if not isinstance(v, Variable):
+            raise TypeError(
+                f"grad: outputs and inputs must be Variables, got {type(v).__name__}"
+            )
+    if grad_outputs is None:
+        grad_outputs = [None] * len(outputs)
+    else:
+        grad_outputs = _as_list(grad_outputs, "grad", "grad_outputs")
+        _same_length(outputs, grad_outputs, "grad", "outputs", "grad_outputs")
+    if grad_inputs is not None:
+        grad_inputs = _as_list(grad_inputs, "grad", "grad_inputs")
+        _same_length(inputs, grad_inputs, "grad", "inputs", "grad_inputs")
+
+    seeds = [
+        _seed(y, gy, loss_scale, enable_double_backprop, "grad")
+        for y, gy in zip(outputs, grad_outputs, strict=True)
+    ]
+    targets = {x._node for x in inputs}
+    with using_config("enable_backprop", enable_double_backprop):
+        results = _run(seeds, enable_double_backprop, retain_grad, targets=targets)
+        gxs: list[Variable | None] = []
+        for i, x in enumerate(inputs):
+            gx = results.get(x._node)
+            if grad_inputs is not None and grad_inputs[i] is not None:
+                extra = grad_inputs[i]
+                gx = extra if gx is None else gx + extra
+            if gx is not None and not isinstance(gx, Variable):
+                gx = Variable._new(gx, False)
+            gxs.append(gx)
+    if set_grad:
+        for x, gx in zip(inputs, gxs, strict=True):
+            x._grad_var = gx
+    return gxs
+
+
+# ---------------------------------------------------------------------------------
+
+
+def _as_list(values: Any, op: str, arg: str) -> list[Any]:
+    if not isinstance(values, list | tuple):
+        raise TypeError(f"{op}: {arg} must be a list or tuple, got {type(values).__name__}")
+    return list(values)
+
+
+def _same_length(a: list[Any], b: list[Any], op: str, name_a: str, name_b: str) -> None:
+    if len(a) != len(b):
+        raise ValueError(
+            f"{op}: {name_b} has {len(b)} entries but {name_a} has {len(a)}; give one "
+            f"per entry of {name_a} (None for the default)"
+        )
+
+
+def _seed(
+    y: Variable, gy: Any, loss_scale: float | None, double: bool, op: str
+) -> tuple[VariableNode, Any]:
+    if not isinstance(y, Variable):
+        raise TypeError(f"{op}: outputs must be Variables, got {type(y).__name__}")
+    data = y._data
+    if data is None:
+        raise RuntimeError(f"{op}: output {y._describe()} holds no data (uninitialised)")
+    if isinstance(gy, Variable):
+        gy = gy if double else gy._data
+    if gy is None:
+        gy = y._grad_var if double else y.grad
+    if gy is None:
+        if math.prod(data.shape) != 1:
+            raise ValueError(
+                f"{op}: output {y._describe()} has {math.prod(data.shape)} elements, so "
+                "the initial gradient is ambiguous; set its .grad (or pass grad_outputs) "
+                "before calling backward"
+            )
+        gy = raw_namespace(data).ones_like(data)
+        y._grad_var = Variable._new(gy, False)
+    if loss_scale is not None:
+        gy = gy * loss_scale
+    if double and not isinstance(gy, Variable):
+        gy = Variable._new(gy, False)
+    return y._node, gy
+
+
+def _sum_to(gx: Any, shape: tuple[int, ...], func: FunctionNode, index: int) -> Any:
+    """Sum a broadcast gradient back to its input's shape (rules never unbroadcast)."""
+    xp = raw_namespace(gx) if not isinstance(gx, Variable) else gx.__array_namespace__()
+    lead = len(gx.shape) - len(shape)
+    bad = lead < 0 or any(
+        s != 1 and s != g for s, g in zip(shape, gx.shape[lead:], strict=True)
+    )
+    if bad:
+        raise ValueError(
+            f"backward of {func.label} returned a gradient of shape {tuple(gx.shape)} for "
+            f"input {index}, which has shape {shape} and cannot be reached by broadcasting"
+        )
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, s in enumerate(shape) if s == 1 and gx.shape[lead + i] != 1
+    )
+    if axes:
+        gx = xp.sum(gx, axis=axes, keepdims=True)
+    if lead:
+        gx = xp.reshape(gx, shape)
+    return gx
+
+
+def _relevant(seeds: Iterable[VariableNode], targets: set[VariableNode]) -> set[FunctionNode]:
+    """Function nodes that lie on a path from a seed down to a target."""
+    funcs: list[FunctionNode] = []
+    seen: set[FunctionNode] = set()
+    stack = [n.creator_node for n in seeds if n.creator_node is not None]
+    while stack:
+        f = stack.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        funcs.append(f)
+        for x in f.inputs or ():
+            if x.creator_node is not None:
+                stack.append(x.creator_node)
+    relevant: set[FunctionNode] = set()
+    for f in sorted(funcs, key=lambda f: f.rank):
+        if any(x in targets or x.creator_node in relevant for x in f.inputs or ()):
+            relevant.add(f)
+    return relevant
+
+
+def _run(
+    seeds: list[tuple[VariableNode, Any]],
+    double: bool,
+    retain_grad: bool,
+    targets: set[VariableNode] | None,
+) -> dict[VariableNode, Any]:
+    """The backward loop. Returns the gradients that reached leaves (or targets)."""
+    grads: dict[VariableNode, Any] = {}
+    heap: list[tuple[int, int, FunctionNode]] = []
+    pushed: set[FunctionNode] = set()
+    relevant = _relevant([n for n, _ in seeds], targets) if targets is not None else None
+    collected: dict[VariableNode, Any] = {}
+
+    def push(func: FunctionNode | None) -> None:
+        if func is not None and func not in pushed and (relevant is None or func in relevant):
+            pushed.add(func)
+            heapq.heappush(heap, (-func.rank, len(pushed), func))
+
+    for node, gy in seeds:
+        prev = grads.get(node)
+        grads[node] = gy if prev is None else prev + gy
+        push(node.creator_node)
+
+    hooks = config.function_hooks
+    while heap:
+        func = heapq.heappop(heap)[2]
+        in_nodes = func.inputs
+        if in_nodes is None:
+            raise RuntimeError(
+                f"backward reached {func.label}, which was unchained; its inputs are gone"
+            )
+        gys = []
+        for ref in func.outputs or ():
+            y = ref()
+            gy = None if y is None else grads.pop(y, None)
+            if gy is not None:
+                if targets is not None and y in targets:
+                    collected[y] = gy
+                if retain_grad:
+                    _store_grad(y, gy)
+            gys.append(gy)
+        if all(gy is None for gy in gys):
+            continue
+        indexes = tuple(
+            [
+                i
+                for i, x in enumerate(in_nodes)
+                if x.requires_grad
+                and (relevant is None or x in targets or x.creator_node in relevant)
+            ]
+        )
+        if not indexes:
+            continue
+        as_variables = double or func.backward_receives_variables
+        if as_variables and not double:
+            gys = [None if g is None else Variable._new(g, False) for g in gys]
+        func_hooks = func._all_hooks() if (hooks or func._local_hooks) else ()
+        for hook in func_hooks:
+            hook.backward_preprocess(func, in_nodes, gys)
+        gxs = func.backward(indexes, tuple(gys))
+        for hook in func_hooks:
+            hook.backward_postprocess(func, in_nodes, gys)
+        del gys
+        if len(gxs) == len(in_nodes) and len(gxs) != len(indexes):
+            gxs = tuple([gxs[i] for i in indexes])
+        elif len(gxs) != len(indexes):
+            raise ValueError(
+                f"backward of {func.label} returned {len(gxs)} gradients for "
+                f"{len(indexes)} target inputs {indexes}"
+            )
+        for i, gx in zip(indexes, gxs, strict=True):
+            if gx is None:
+                continue
+            if isinstance(gx, Variable):
+                if not double:
+                    gx = gx._data
+            elif double:
+                gx = Variable._new(gx, False)
+            x = in_nodes[i]
+            if gx.shape != x.shape:
+                gx = _sum_to(gx, x.shape, func, i)
+            if gx.dtype != x.dtype:
+                gx = _cast(gx, x.dtype)
+            prev = grads.get(x)
+            grads[x] = gx if prev is None else prev + gx
+            push(x.creator_node)
+        del gxs
+    if targets is not None:
+        for node, g in grads.items():
+            if node in targets:
+                collected[node] = g
+        return collected
+    return grads
+
+
+def _cast(gx: Any, dtype: Any) -> Any:
+    if isinstance(gx, Variable):
+        return gx.__array_namespace__().astype(gx, dtype)
+    return raw_namespace(gx).astype(gx, dtype)
+
+
+def _store_grad(node: VariableNode, g: Any) -> None:
+    var = node._variable()
+    if var is not None:
+        var._grad_var = g if isinstance(g, Variable) else Variable._new(g, False)
+
+
+def _accumulate_into_leaves(
+    grads: dict[VariableNode, Any], double: bool, handed_out: set[int]
+) -> None:
+    for node, g in grads.items():
+        if node.creator_node is not None:
+            continue  # the seed of an output that is not a leaf
+        var = node._variable()
+        if var is None:
+            continue
+        raw = g._data if isinstance(g, Variable) else g
+        if id(raw) in handed_out:
+            # The same array reached two leaves (e.g. through `a + b`): give each its own.
+            raw = raw_namespace(raw).asarray(raw, copy=True)
+            g = Variable._new(raw, False) if not isinstance(g, Variable) else g * 1
+        handed_out.add(id(raw))
+        prev = var._grad_var
+        if prev is None:
+            var._grad_var = g if isinstance(g, Variable) else Variable._new(g, False)
+        elif double:
+            var._grad_var = prev + g
+        else:
+            var._grad_var = Variable._new(prev._data + raw, False)

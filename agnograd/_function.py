@@ -1,0 +1,259 @@
+"""``FunctionNode``: one differentiable operation in the graph."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from agnograd import _backend
+from agnograd._config import config
+from agnograd._variable import Variable, VariableNode
+
+
+class FunctionNode:
+    """One operation of the graph: a forward on raw arrays and a backward rule.
+
+    Subclasses implement :meth:`forward` once against the array API (``self.xp`` is
+    the inputs' namespace) and :meth:`backward` once with array API operations.
+    Ordinary backprop runs ``backward`` on raw arrays; with
+    ``enable_double_backprop=True`` it runs the same code on Variables, so the
+    gradient is itself differentiable.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> class Cube(agnograd.FunctionNode):
+    ...     def forward(self, inputs):
+    ...         (x,) = inputs
+    ...         self.retain_inputs((0,))
+    ...         return (x * x * x,)
+    ...     def backward(self, target_input_indexes, grad_outputs):
+    ...         (x,) = self.get_retained_inputs()
+    ...         (gy,) = grad_outputs
+    ...         return (3 * x * x * gy,)
+    >>> x = agnograd.Variable(np.array([1.0, 2.0]))
+    >>> (y,) = Cube().apply((x,))
+    >>> y.grad = np.ones(2)
+    >>> y.backward()
+    >>> x.grad
+    array([ 3., 12.])
+    """
+
+    inputs: tuple[VariableNode, ...] | None = None
+    outputs: tuple[weakref.ref[VariableNode], ...] | None = None
+    rank: int = 0
+    xp: Any = None
+    _retain_in: tuple[int, ...] = ()
+    _retain_out: tuple[int, ...] = ()
+    _saved_inputs: tuple[Any, ...] | None = None
+    _saved_outputs: tuple[Any, ...] | None = None
+    _local_hooks: dict[str, Any] | None = None
+
+    #: Set to True in a subclass whose ``backward`` needs Variables (for example
+    #: Chainer-style code reading ``gy.array``) even in ordinary backprop.
+    backward_receives_variables = False
+
+    @property
+    def label(self) -> str:
+        """Short name of the function, by default its class name."""
+        return type(self).__name__
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Compute the outputs from raw input arrays; return a tuple of arrays."""
+        raise NotImplementedError(f"{self.label} must implement forward(inputs)")
+
+    def backward(
+        self, target_input_indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]
+    ) -> tuple[Any, ...]:
+        """Return the gradients of the inputs listed in ``target_input_indexes``.
+
+        ``grad_outputs`` has one entry per output (``None`` where an output received
+        no gradient). The result has one entry per target index (or one per input);
+        ``None`` means a zero gradient. Broadcast inputs need no special care: the
+        engine sums each gradient to its input's shape.
+        """
+        raise NotImplementedError(f"{self.label} defines no backward: it is not differentiable")
+
+    # -- running ----------------------------------------------------------------
+
+    def apply(self, inputs: Sequence[Any]) -> tuple[Variable, ...]:
+        """Run forward on ``inputs`` (Variables or raw arrays) and link the graph.
+
+        Raw arrays are constants. The graph is recorded when backprop is enabled
+        and some input requires a gradient; the node's rank is the largest input
+        rank and each output's rank is one more.
+        """
+        variables = [x if isinstance(x, Variable) else _as_constant(x) for x in inputs]
+        arrays = tuple([v._data for v in variables])
+        xp = _common_namespace(self, arrays)
+        self.xp = xp
+        hooks = config.function_hooks
+        if hooks or self._local_hooks:
+            hooks = self._all_hooks()
+            for hook in hooks:
+                hook.forward_preprocess(self, arrays)
+        try:
+            outputs = self.forward(arrays)
+        except Exception as error:
+            error.add_note(f"in agnograd {self.label}.forward with inputs {_describe(arrays)}")
+            raise
+        if hooks:
+            for hook in hooks:
+                hook.forward_postprocess(self, arrays)
+
+        requires_grad = False
+        for v in variables:
+            if v._node.requires_grad:
+                requires_grad = True
+                break
+        if not (requires_grad and config.enable_backprop):
+            self._retain_in = self._retain_out = ()
+            return tuple([Variable._new(y, requires_grad) for y in outputs])
+
+        in_nodes = tuple([v._node for v in variables])
+        rank = max([n.rank for n in in_nodes])
+        self.rank = rank
+        self.inputs = in_nodes
+        results = tuple([Variable._new(y, True) for y in outputs])
+        out_rank = rank + 1
+        for r in results:
+            node = r._node
+            node.creator_node = self
+            node.rank = out_rank
+        self.outputs = tuple([weakref.ref(r._node) for r in results])
+        if self._retain_in:
+            self._saved_inputs = tuple([arrays[i] for i in self._retain_in])
+        if self._retain_out:
+            self._saved_outputs = tuple([outputs[i] for i in self._retain_out])
+        return results
+
+    def retain_inputs(self, indexes: Sequence[int]) -> None:
+        """Keep the input arrays at ``indexes`` for backward (call inside forward)."""
+        self._retain_in = tuple(indexes)
+
+    def retain_outputs(self, indexes: Sequence[int]) -> None:
+        """Keep the output arrays at ``indexes`` for backward (call inside forward)."""
+        self._retain_out = tuple(indexes)
+
+    def _wants_variables(self) -> bool:
+        return config.enable_backprop or self.backward_receives_variables
+
+    def get_retained_inputs(self) -> tuple[Any, ...]:
+        """The inputs kept by :meth:`retain_inputs`, in that order.
+
+        Raw arrays during ordinary backprop; Variables connected to the graph during
+        double backprop.
+        """
+        saved = self._saved_inputs
+        if saved is None:
+            raise RuntimeError(_freed_message(self, "inputs"))
+        if not self._wants_variables():
+            return saved
+        inputs = self.inputs
+        assert inputs is not None
+        return tuple(
+            _variable_of(inputs[i], data) for i, data in zip(self._retain_in, saved, strict=True)
+        )
+
+    def get_retained_outputs(self) -> tuple[Any, ...]:
+        """The outputs kept by :meth:`retain_outputs`, in that order (see inputs)."""
+        saved = self._saved_outputs
+        if saved is None:
+            raise RuntimeError(_freed_message(self, "outputs"))
+        if not self._wants_variables():
+            return saved
+        outputs = self.outputs
+        assert outputs is not None
+        result = []
+        for i, data in zip(self._retain_out, saved, strict=True):
+            node = outputs[i]()
+            if node is None:
+                var = Variable._new(data, True)
+                var._node.set_creator_node(self)
+                result.append(var)
+            else:
+                result.append(_variable_of(node, data))
+        return tuple(result)
+
+    def unchain(self) -> None:
+        """Detach this node from its outputs and drop its inputs and saved arrays."""
+        for ref in self.outputs or ():
+            node = ref()
+            if node is not None:
+                node.unchain()
+        self.inputs = None
+        self._saved_inputs = self._saved_outputs = None
+
+    # -- hooks ------------------------------------------------------------------
+
+    def add_hook(self, hook: Any, name: str | None = None) -> None:
+        """Register a function hook on this node only."""
+        if self._local_hooks is None:
+            self._local_hooks = {}
+        self._local_hooks[name or hook.name] = hook
+
+    def delete_hook(self, name: str) -> None:
+        """Remove the local hook registered as ``name``."""
+        if not self._local_hooks or name not in self._local_hooks:
+            raise KeyError(f"{self.label} has no local hook named {name!r}")
+        del self._local_hooks[name]
+
+    @property
+    def local_function_hooks(self) -> dict[str, Any]:
+        """Hooks registered on this node with :meth:`add_hook`."""
+        if self._local_hooks is None:
+            self._local_hooks = {}
+        return self._local_hooks
+
+    def _all_hooks(self) -> list[Any]:
+        hooks = list(config.function_hooks.values())
+        if self._local_hooks:
+            hooks.extend(self._local_hooks.values())
+        return hooks
+
+    def __repr__(self) -> str:
+        return f"<{self.label} rank={self.rank}>"
+
+
+def _variable_of(node: VariableNode, data: Any) -> Variable:
+    var = node._variable()
+    if var is not None and var._data is data:
+        return var
+    return Variable._from_node(node, data)
+
+
+def _freed_message(func: FunctionNode, what: str) -> str:
+    return (
+        f"{func.label}: no retained {what} -- call retain_{what}(...) inside forward, and "
+        "do not backprop through a graph after unchain() or clear_buffer freed it"
+    )
+
+
+def _as_constant(x: Any) -> Variable:
+    if not _backend.is_array(x):
+        raise TypeError(
+            f"expected a Variable or an array of an array API library, got "
+            f"{type(x).__name__} {x!r}"
+        )
+    return Variable._new(x, False)
+
+
+def _describe(arrays: tuple[Any, ...]) -> str:
+    from agnograd._variable import _label
+
+    return ", ".join(_label(tuple(a.shape), a.dtype) for a in arrays)
+
+
+def _common_namespace(func: FunctionNode, arrays: tuple[Any, ...]) -> Any:
+    raw_namespace = _backend.raw_namespace
+    xp = raw_namespace(arrays[0])
+    for a in arrays[1:]:
+        other = raw_namespace(a)
+        if other is not xp:
+            raise TypeError(
+                f"{func.label}: inputs mix arrays of two libraries, "
+                f"{_backend.backend_name(xp)} and {_backend.backend_name(other)}; move them "
+                "to one library first (agnograd.functions.copy or the library's from_dlpack)"
+            )
+    return xp

@@ -1,0 +1,103 @@
+"""The operators and conversion dunders of ``Variable``, installed on import.
+
+They live here rather than in ``_variable.py`` because they call the function
+modules, which themselves build on ``Variable``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agnograd import functions as F
+from agnograd._backend import is_array
+from agnograd._variable import Variable
+from agnograd.functions._core import constant
+
+_SCALARS = (bool, int, float, complex)
+
+
+def _comparison(op: Any) -> Any:
+    def compare(self: Variable, other: Any) -> Any:
+        if isinstance(other, Variable):
+            other = other._data
+        elif type(other) not in _SCALARS and not is_array(other):
+            return NotImplemented
+        return constant(op(self._data, other))
+
+    return compare
+
+
+def _reshape(self: Variable, *shape: Any) -> Variable:
+    """Return a Variable of the same elements in a new shape (a tuple, ints, ``-1``).
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> agnograd.Variable(np.arange(6.0)).reshape(2, -1).shape
+    (2, 3)
+    """
+    if len(shape) == 1 and isinstance(shape[0], tuple | list):
+        shape = tuple(shape[0])
+    return F.reshape(self, shape)
+
+
+def _transpose(self: Variable, *axes: Any) -> Variable:
+    """Permute the axes (reverse them when none are given).
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> agnograd.Variable(np.zeros((1, 2, 3))).transpose(2, 0, 1).shape
+    (3, 1, 2)
+    """
+    if len(axes) == 1 and isinstance(axes[0], tuple | list):
+        axes = tuple(axes[0])
+    return F.transpose(self, axes or None)
+
+
+def _scalar(convert: Any) -> Any:
+    def method(self: Variable) -> Any:
+        return convert(self._data)
+
+    return method
+
+
+def install() -> None:
+    V = Variable
+    V.__add__ = F.add
+    V.__radd__ = F.add
+    V.__sub__ = F.subtract
+    V.__rsub__ = lambda self, other: F.subtract(other, self)
+    V.__mul__ = F.multiply
+    V.__rmul__ = F.multiply
+    V.__truediv__ = F.divide
+    V.__rtruediv__ = lambda self, other: F.divide(other, self)
+    V.__floordiv__ = F.floor_divide
+    V.__rfloordiv__ = lambda self, other: F.floor_divide(other, self)
+    V.__pow__ = F.pow
+    V.__rpow__ = lambda self, other: F.pow(other, self)
+    V.__matmul__ = F.matmul
+    V.__rmatmul__ = lambda self, other: F.matmul(other, self)
+    V.__neg__ = F.negative
+    V.__pos__ = lambda self: self
+    V.__abs__ = F.absolute
+    V.__getitem__ = F.get_item
+    V.__eq__ = _comparison(lambda a, b: a == b)
+    V.__ne__ = _comparison(lambda a, b: a != b)
+    V.__lt__ = _comparison(lambda a, b: a < b)
+    V.__le__ = _comparison(lambda a, b: a <= b)
+    V.__gt__ = _comparison(lambda a, b: a > b)
+    V.__ge__ = _comparison(lambda a, b: a >= b)
+    V.__bool__ = _scalar(bool)
+    V.__float__ = _scalar(float)
+    V.__int__ = _scalar(int)
+    V.__complex__ = _scalar(complex)
+    V.__index__ = _scalar(lambda a: a.__index__())
+    V.reshape = _reshape
+    V.transpose = _transpose
+    V.T = property(lambda self: F.transpose(self), doc="Transposition (axes reversed).")
+    V.mT = property(F.matrix_transpose, doc="Transposition of the last two axes.")
+    V.__hash__ = object.__hash__  # hashable by identity though == is elementwise
+
+
+install()

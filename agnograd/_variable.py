@@ -1,0 +1,731 @@
+"""``Variable`` (what users hold) and ``VariableNode`` (its twin in the graph)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import array_api_compat
+import numpy
+
+from agnograd import _backend
+from agnograd._backend import raw_namespace
+
+if TYPE_CHECKING:
+    from agnograd._function import FunctionNode
+
+
+def dtype_name(dtype: Any) -> str:
+    """Short dtype name without the library prefix (``float32``, not ``torch.float32``)."""
+    return str(dtype).rsplit(".", 1)[-1]
+
+
+def _label(shape: tuple[int, ...] | None, dtype: Any) -> str:
+    if shape is None:
+        return "None"
+    if shape == ():
+        return dtype_name(dtype)
+    return f"({', '.join(map(str, shape))}), {dtype_name(dtype)}"
+
+
+class VariableNode:
+    """The graph-side twin of a :class:`Variable`.
+
+    It holds the creator, the rank and, only when :meth:`retain_data` was called,
+    the data array; the Variable itself is reached through a weak reference so the
+    graph never keeps user-facing objects (or their arrays) alive.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> x = agnograd.Variable(np.ones(3, dtype=np.float32), name="x")
+    >>> y = x * 2
+    >>> y.node.creator_node.label, y.node.rank, y.node.label
+    ('Mul', 1, '(3), float32')
+    >>> y.node.get_variable() is y
+    True
+    """
+
+    __slots__ = (
+        "_variable",
+        "creator_node",
+        "_data",
+        "name",
+        "requires_grad",
+        "rank",
+        "shape",
+        "dtype",
+        "__weakref__",
+    )
+
+    def __init__(
+        self, variable: Variable, name: str | None = None, *, requires_grad: bool = True
+    ) -> None:
+        self._variable = weakref.ref(variable)
+        self.creator_node: FunctionNode | None = None
+        self._data: Any = None
+        self.name = name
+        self.requires_grad = requires_grad
+        self.rank = 0
+        data = variable._data
+        self.shape = None if data is None else tuple(data.shape)
+        self.dtype = None if data is None else data.dtype
+
+    @property
+    def creator(self) -> FunctionNode | None:
+        """The function node that created this node (same as :attr:`creator_node`)."""
+        return self.creator_node
+
+    @creator.setter
+    def creator(self, func: FunctionNode | None) -> None:
+        self.set_creator_node(func)
+
+    @property
+    def data(self) -> Any:
+        """The retained array, else the live Variable's array, else ``None``."""
+        if self._data is not None:
+            return self._data
+        var = self._variable()
+        return None if var is None else var._data
+
+    @property
+    def grad(self) -> Any:
+        """Gradient array of the corresponding Variable (``None`` if it is gone)."""
+        var = self._variable()
+        return None if var is None else var.grad
+
+    @property
+    def grad_var(self) -> Variable | None:
+        """Gradient Variable of the corresponding Variable (``None`` if it is gone)."""
+        var = self._variable()
+        return None if var is None else var._grad_var
+
+    @property
+    def label(self) -> str:
+        """Short text: shape and dtype, for example ``'(2, 5), float32'``."""
+        return _label(self.shape, self.dtype)
+
+    def get_variable(self) -> Variable:
+        """Return the Variable of this node, rebuilding one around the node if it is gone.
+
+        A rebuilt Variable shares this node (so it stays connected to the graph) and
+        holds the retained data.
+        """
+        var = self._variable()
+        if var is not None:
+            return var
+        var = Variable._from_node(self, self._data)
+        self._variable = weakref.ref(var)
+        return var
+
+    def get_variable_or_none(self) -> Variable | None:
+        """Return the Variable of this node if it is still alive, else ``None``."""
+        return self._variable()
+
+    def retain_data(self) -> None:
+        """Keep a reference to the data array in the node itself."""
+        var = self._variable()
+        if var is None:
+            raise RuntimeError(
+                "VariableNode.retain_data: the Variable of this node is gone, so there is "
+                "no data to retain; call retain_data() while the Variable is alive"
+            )
+        self._data = var._data
+
+    def set_creator(self, creator: FunctionNode | None) -> None:
+        """Set the function node that created this node."""
+        self.set_creator_node(creator)
+
+    def set_creator_node(self, creator_node: FunctionNode | None) -> None:
+        """Set the function node that created this node; its rank follows."""
+        self.creator_node = creator_node
+        if creator_node is not None:
+            self.rank = creator_node.rank + 1
+
+    def unchain(self) -> None:
+        """Forget the creator: backprop stops at this node."""
+        self.creator_node = None
+
+    def __repr__(self) -> str:
+        name = f" {self.name}" if self.name else ""
+        return f"<VariableNode{name} {self.label} rank={self.rank}>"
+
+
+class Variable:
+    """An array of any array API library, with a gradient and a place in the graph.
+
+    Parameters
+    ----------
+    data : array or None
+        An array of any array API library (NumPy, PyTorch, JAX, CuPy,
+        array-api-strict, ...), held as is -- never copied -- or ``None`` for an
+        uninitialised Variable.
+    name : str, optional
+        Name shown in ``repr``, hooks and debug output.
+    grad : array, optional
+        Initial gradient; same shape, dtype, backend and device as ``data``.
+    requires_grad : bool
+        Whether backprop computes a gradient for this Variable.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> x = agnograd.Variable(np.array([1.0, 2.0, 3.0]), name="x")
+    >>> y = (x * x).sum()
+    >>> y.backward()
+    >>> x.grad
+    array([2., 4., 6.])
+    >>> x
+    variable x([1., 2., 3.])
+    """
+
+    __slots__ = ("_data", "_node", "_grad_var", "__weakref__")
+
+    # Make NumPy return NotImplemented for ``ndarray <op> Variable`` so the reflected
+    # operator of the Variable runs instead of an object-array loop.
+    __array_ufunc__ = None
+    __array_priority__ = 200
+
+    _data: Any
+    _node: VariableNode
+    _grad_var: Variable | None
+
+    def __init__(
+        self,
+        data: Any = None,
+        *,
+        name: str | None = None,
+        grad: Any = None,
+        requires_grad: bool = True,
+    ) -> None:
+        if data is not None and not _backend.is_array(data):
+            if isinstance(data, Variable):
+                raise TypeError(
+                    "Variable(data): data is already a Variable; use it directly, or pass "
+                    "its .array to wrap the same array in a new Variable"
+                )
+            raise TypeError(
+                f"Variable(data): expected an array of an array API library or None, got "
+                f"{type(data).__name__}; convert Python values first, e.g. "
+                "Variable(numpy.asarray(value))"
+            )
+        self._data = data
+        self._grad_var = None
+        self._node = VariableNode(self, name, requires_grad=requires_grad)
+        if grad is not None:
+            self.grad = grad
+
+    @classmethod
+    def _new(cls, data: Any, requires_grad: bool) -> Variable:
+        # The fast constructor used by FunctionNode.apply: no validation.
+        var = object.__new__(cls)
+        var._data = data
+        var._grad_var = None
+        var._node = VariableNode(var, requires_grad=requires_grad)
+        return var
+
+    @classmethod
+    def _from_node(cls, node: VariableNode, data: Any) -> Variable:
+        var = object.__new__(cls)
+        var._data = data
+        var._grad_var = None
+        var._node = node
+        return var
+
+    # -- data -------------------------------------------------------------------
+
+    @property
+    def array(self) -> Any:
+        """The underlying array (``None`` when uninitialised); never a copy."""
+        return self._data
+
+    @array.setter
+    def array(self, data: Any) -> None:
+        if data is not None and not _backend.is_array(data):
+            raise TypeError(
+                f"Variable.array: expected an array of an array API library or None, "
+                f"got {type(data).__name__}"
+            )
+        self._data = data
+        node = self._node
+        node.shape = None if data is None else tuple(data.shape)
+        node.dtype = None if data is None else data.dtype
+        if node._data is not None:
+            node._data = data
+
+    data = array
+
+    @property
+    def shape(self) -> tuple[int, ...] | None:
+        """Shape of the data array as a tuple (``None`` when uninitialised)."""
+        return None if self._data is None else tuple(self._data.shape)
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self._data.shape)
+
+    @property
+    def size(self) -> int | None:
+        """Number of elements (``None`` when a dimension is unknown, as in Dask)."""
+        shape = self._data.shape
+        if any(d is None or d != d for d in shape):
+            return None
+        return math.prod(shape)
+
+    @property
+    def dtype(self) -> Any:
+        """Data type of the array, as the backend spells it."""
+        return None if self._data is None else self._data.dtype
+
+    @property
+    def xp(self) -> Any:
+        """The raw array API namespace of the data (``array_api_compat.numpy``, ...)."""
+        return raw_namespace(self._data)
+
+    @property
+    def device(self) -> Any:
+        """Device of the data array, as the backend spells it."""
+        return array_api_compat.device(self._data)
+
+    @property
+    def label(self) -> str:
+        """Short text: shape and dtype, for example ``'(2, 5), float32'``."""
+        return self._node.label
+
+    @property
+    def name(self) -> str | None:
+        """Name of the Variable (shared with its node)."""
+        return self._node.name
+
+    @name.setter
+    def name(self, name: str | None) -> None:
+        self._node.name = name
+
+    # -- gradient ---------------------------------------------------------------
+
+    @property
+    def grad(self) -> Any:
+        """Gradient array, or ``None``; setting checks shape, dtype, backend and device."""
+        gv = self._grad_var
+        return None if gv is None else gv._data
+
+    @grad.setter
+    def grad(self, g: Any) -> None:
+        if g is None:
+            self._grad_var = None
+            return
+        if isinstance(g, Variable):
+            raise TypeError("Variable.grad: got a Variable; assign it to .grad_var instead")
+        self._check_grad(g)
+        self._grad_var = Variable._new(g, False)
+
+    @property
+    def grad_var(self) -> Variable | None:
+        """Gradient as a Variable (it has a creator after double backprop)."""
+        return self._grad_var
+
+    @grad_var.setter
+    def grad_var(self, g: Variable | None) -> None:
+        if g is not None:
+            if not isinstance(g, Variable):
+                raise TypeError(
+                    f"Variable.grad_var: expected a Variable or None, got {type(g).__name__}"
+                )
+            self._check_grad(g._data)
+        self._grad_var = g
+
+    def _check_grad(self, g: Any) -> None:
+        data = self._data
+        if data is None:
+            return
+        where = f"setting the gradient of {self._describe()}"
+        xp, gxp = raw_namespace(data), raw_namespace(g)
+        if xp is not gxp:
+            raise TypeError(
+                f"{where}: the gradient is a {_backend.backend_name(gxp)} array but the "
+                f"data is a {_backend.backend_name(xp)} array; convert it to the data's "
+                "library"
+            )
+        if g.dtype != data.dtype:
+            raise TypeError(
+                f"{where}: gradient dtype {dtype_name(g.dtype)} differs from data dtype "
+                f"{dtype_name(data.dtype)}; cast it with xp.astype"
+            )
+        if tuple(g.shape) != tuple(data.shape):
+            raise ValueError(
+                f"{where}: gradient shape {tuple(g.shape)} differs from data shape "
+                f"{tuple(data.shape)}"
+            )
+        gdev, dev = array_api_compat.device(g), array_api_compat.device(data)
+        if gdev != dev:
+            raise TypeError(
+                f"{where}: gradient is on device {gdev} but the data is on {dev}; move it "
+                "with xp.to_device"
+            )
+
+    def cleargrad(self) -> None:
+        """Clear the gradient (set it to ``None``).
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> x = agnograd.Variable(np.ones(2), grad=np.ones(2))
+        >>> x.cleargrad(); x.grad is None
+        True
+        """
+        self._grad_var = None
+
+    def zerograd(self) -> None:
+        """Fill the gradient with zeros (deprecated: use :meth:`cleargrad`).
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd, warnings
+        >>> x = agnograd.Variable(np.ones(2))
+        >>> with warnings.catch_warnings(record=True):
+        ...     x.zerograd()
+        >>> x.grad
+        array([0., 0.])
+        """
+        warnings.warn(
+            "Variable.zerograd() is deprecated; use Variable.cleargrad(), which avoids "
+            "allocating a zero array",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        if self._data is None:
+            return
+        self._grad_var = Variable._new(raw_namespace(self._data).zeros_like(self._data), False)
+
+    def addgrad(self, var: Variable) -> None:
+        """Add ``var``'s gradient to this Variable's gradient.
+
+        An uninitialised Variable first gets zero data of ``var``'s shape and dtype.
+        The source gradient is never aliased: later in-place updates of one gradient do
+        not leak into the other.
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> a = agnograd.Variable(np.zeros(2), grad=np.ones(2))
+        >>> b = agnograd.Variable(np.zeros(2), grad=np.full(2, 2.0))
+        >>> a.addgrad(b); a.grad
+        array([3., 3.])
+        """
+        src = var.grad
+        if src is None:
+            return
+        xp = raw_namespace(src)
+        if self._data is None:
+            self.array = xp.zeros_like(var._data)
+        dst = self.grad
+        if dst is None:
+            self.grad = xp.asarray(src, copy=True)
+        else:
+            self.grad = dst + src
+
+    def copydata(self, var: Variable) -> None:
+        """Copy ``var``'s data into this Variable's array (in place where the backend can).
+
+        If one side is uninitialised it receives a copy of the other's data; if both
+        are, nothing happens.
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> a = agnograd.Variable(np.zeros(2))
+        >>> a.copydata(agnograd.Variable(np.array([1.0, 2.0])))
+        >>> a.array
+        array([1., 2.])
+        """
+        src, dst = var._data, self._data
+        if src is None and dst is None:
+            return
+        if dst is None:
+            self.array = raw_namespace(src).asarray(src, copy=True)
+            return
+        if src is None:
+            var.array = raw_namespace(dst).asarray(dst, copy=True)
+            return
+        if tuple(src.shape) != tuple(dst.shape):
+            raise ValueError(
+                f"copydata: source shape {tuple(src.shape)} differs from destination shape "
+                f"{tuple(dst.shape)}"
+            )
+        xp = raw_namespace(dst)
+        if raw_namespace(src) is not xp:
+            raise TypeError(
+                f"copydata: source is a {_backend.backend_name(raw_namespace(src))} array, "
+                f"destination a {_backend.backend_name(xp)} array"
+            )
+        try:
+            dst[...] = xp.astype(src, dst.dtype)
+        except (TypeError, ValueError):
+            # Immutable arrays (JAX): rebind to a fresh array instead.
+            self.array = xp.astype(src, dst.dtype, copy=True)
+
+    # -- graph ------------------------------------------------------------------
+
+    @property
+    def node(self) -> VariableNode:
+        """The :class:`VariableNode` of this Variable."""
+        return self._node
+
+    @property
+    def creator_node(self) -> FunctionNode | None:
+        """The :class:`FunctionNode` that created this Variable; ``None`` unchains."""
+        return self._node.creator_node
+
+    @creator_node.setter
+    def creator_node(self, func: FunctionNode | None) -> None:
+        self._node.set_creator_node(func)
+
+    creator = creator_node
+
+    @property
+    def rank(self) -> int:
+        """Topological rank: 0 for leaves, creator's rank + 1 otherwise."""
+        return self._node.rank
+
+    @property
+    def requires_grad(self) -> bool:
+        """Whether backprop computes a gradient for this Variable."""
+        return self._node.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self._node.requires_grad = bool(value)
+
+    def set_creator(self, gen_func: FunctionNode) -> None:
+        """Record ``gen_func`` as the creator (same as :meth:`set_creator_node`)."""
+        self._node.set_creator_node(gen_func)
+
+    def set_creator_node(self, fnode: FunctionNode) -> None:
+        """Record ``fnode`` as the function node that created this Variable."""
+        self._node.set_creator_node(fnode)
+
+    def retain_data(self) -> None:
+        """Let the node keep a reference to the data array."""
+        self._node.retain_data()
+
+    def unchain(self) -> None:
+        """Forget the creator; backprop stops here. Does not walk the graph.
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> y = agnograd.Variable(np.ones(2)) * 3
+        >>> y.unchain(); y.creator is None
+        True
+        """
+        self._node.unchain()
+
+    def unchain_backward(self) -> None:
+        """Cut every link of the graph behind this Variable (truncated BPTT).
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> x = agnograd.Variable(np.ones(2))
+        >>> h = x * 2
+        >>> y = h + 1
+        >>> y.unchain_backward()
+        >>> y.creator is None and h.creator is None
+        True
+        """
+        start = self._node.creator_node
+        stack = [start] if start is not None else []
+        seen = set(stack)
+        while stack:
+            func = stack.pop()
+            for x in func.inputs or ():
+                creator = x.creator_node
+                if creator is not None and creator not in seen:
+                    seen.add(creator)
+                    stack.append(creator)
+            func.unchain()
+        self._node.unchain()
+
+    def backward(
+        self,
+        retain_grad: bool = False,
+        enable_double_backprop: bool = False,
+        loss_scale: float | None = None,
+    ) -> None:
+        """Backpropagate from this Variable, accumulating gradients into the leaves.
+
+        A Variable with one element and no gradient is seeded with ones. A larger one
+        needs ``.grad`` to be set first. With ``loss_scale`` the seed is multiplied
+        by it and leaf gradients stay scaled (divide them before the update).
+
+        Parameters
+        ----------
+        retain_grad : bool
+            Keep the gradients of intermediate Variables (dropped as soon as they
+            are consumed otherwise).
+        enable_double_backprop : bool
+            Record the backward computation so gradients can be differentiated again.
+        loss_scale : float, optional
+            Factor applied to the seed gradient.
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> x = agnograd.Variable(np.array([1.0, 2.0]))
+        >>> y = agnograd.functions.sum(x ** 3)
+        >>> y.backward(enable_double_backprop=True)
+        >>> x.grad
+        array([ 3., 12.])
+        >>> gx = x.grad_var
+        >>> x.cleargrad()
+        >>> agnograd.functions.sum(gx).backward()
+        >>> x.grad
+        array([ 6., 12.])
+        """
+        from agnograd._engine import backward
+
+        backward(
+            [self],
+            retain_grad=retain_grad,
+            enable_double_backprop=enable_double_backprop,
+            loss_scale=loss_scale,
+        )
+
+    def __array_namespace__(self, /, *, api_version: str | None = None) -> Any:
+        """agnograd's differentiable namespace, bound to this Variable's backend.
+
+        Array API code that does ``xp = array_namespace(x)`` on a Variable gets this
+        namespace, so its results are Variables on the same backend and device.
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> x = agnograd.Variable(np.array([1.0, 2.0]))
+        >>> xp = x.__array_namespace__()
+        >>> y = xp.sum(xp.exp(x))
+        >>> y.backward(); x.grad
+        array([2.71828183, 7.3890561 ])
+        """
+        from agnograd._namespace import differentiable_namespace
+
+        if self._data is None:
+            raise RuntimeError(f"__array_namespace__: {self._describe()} holds no data yet")
+        return differentiable_namespace(raw_namespace(self._data))
+
+    # -- conversions and printing -----------------------------------------------
+
+    def item(self) -> Any:
+        """The single element as a Python scalar (synchronises with the device).
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> agnograd.Variable(np.array([2.5])).item()
+        2.5
+        """
+        data = self._data
+        if math.prod(data.shape) != 1:
+            raise ValueError(
+                f"Variable.item: only a one-element Variable converts to a Python scalar, "
+                f"this one has shape {tuple(data.shape)}"
+            )
+        xp = raw_namespace(data)
+        flat = xp.reshape(data, ())
+        if xp.isdtype(data.dtype, "bool"):
+            return bool(flat)
+        if xp.isdtype(data.dtype, "integral"):
+            return int(flat)
+        if xp.isdtype(data.dtype, "complex floating"):
+            return complex(flat)
+        return float(flat)
+
+    def __len__(self) -> int:
+        shape = self._data.shape
+        if not shape:
+            raise TypeError("len() of a 0-d Variable is undefined (it has no first axis)")
+        return int(shape[0])
+
+    def _describe(self) -> str:
+        name = f" {self.name!r}" if self.name else ""
+        return f"Variable{name} ({self.label}, {_backend.backend_name(self.xp)})"
+
+    def _format(self, separator: str) -> str:
+        name = f" {self.name}" if self.name else ""
+        prefix = f"variable{name}("
+        if self._data is None:
+            return prefix + "None)"
+        body = numpy.array2string(_to_numpy(self._data), None, None, None, separator, prefix)
+        return f"{prefix}{body})"
+
+    def __repr__(self) -> str:
+        return self._format(", ")
+
+    def __str__(self) -> str:
+        return self._format(" ")
+
+    def summary(self) -> str:
+        """One-line summary: name (or address), shape, dtype and backend.
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> agnograd.Variable(np.zeros((2, 3), np.float32), name="w").summary()
+        '<variable w: (2, 3), float32, numpy>'
+        """
+        who = self.name if self.name else f"at 0x{id(self):x}"
+        backend = "uninitialised" if self._data is None else _backend.backend_name(self.xp)
+        return f"<variable {who}: {self.label}, {backend}>"
+
+    def debug_print(self) -> str:
+        """Multi-line description: shape, dtype, backend, device and statistics.
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> print(agnograd.Variable(np.array([1.0, 3.0]), name="v").debug_print())
+        <variable v: (2), float64, numpy>
+        - device: cpu
+        - requires_grad: True
+        - data: mean=2.00000000, std=1.00000000
+        - grad: None
+        """
+        lines = [self.summary()]
+        if self._data is not None:
+            lines.append(f"- device: {self.device}")
+        lines.append(f"- requires_grad: {self.requires_grad}")
+        for what, arr in (("data", self._data), ("grad", self.grad)):
+            if arr is None:
+                lines.append(f"- {what}: None")
+                continue
+            values = _to_numpy(arr)
+            if values.dtype.kind in "fc" and values.size:
+                lines.append(f"- {what}: mean={values.mean():.8f}, std={values.std():.8f}")
+            else:
+                lines.append(f"- {what}: {values!r}")
+        return "\n".join(lines)
+
+    # -- pickling ---------------------------------------------------------------
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild,
+            (self._data, self.grad, self.name, self.requires_grad),
+        )
+
+    # Variables are hashable by identity even though == is elementwise (like tensors).
+    __hash__ = object.__hash__
+
+
+def _rebuild(data: Any, grad: Any, name: str | None, requires_grad: bool) -> Variable:
+    return Variable(data, name=name, grad=grad, requires_grad=requires_grad)
+
+
+def _to_numpy(array: Any) -> numpy.ndarray:
+    """A NumPy copy or view of any array, for printing only."""
+    try:
+        return numpy.asarray(array)
+    except Exception:  # noqa: BLE001 - e.g. GPU arrays refuse implicit host copies
+        return numpy.from_dlpack(array_api_compat.to_device(array, "cpu"))

@@ -1,0 +1,95 @@
+"""Helpers shared by the rule modules: defining nodes compactly, raw views of inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agnograd._backend import raw_namespace
+from agnograd._function import FunctionNode
+from agnograd._namespace import namespace_of
+from agnograd._variable import Variable
+
+Rule = Callable[[Any, Any, Any, Any], Any]
+
+
+def raw(x: Any) -> Any:
+    """The raw array behind a Variable (or ``x`` itself)."""
+    return x._data if isinstance(x, Variable) else x
+
+
+def constant(x: Any) -> Variable:
+    """Wrap a raw result as a Variable that requires no gradient."""
+    return Variable._new(x, False)
+
+
+class Unary(FunctionNode):
+    """An elementwise function of one array whose rule is ``rule(xp, x, y, gy)``.
+
+    ``saves`` says which of ``x`` (input) and ``y`` (output) the rule reads; the
+    other is passed as ``None`` and never kept alive by the graph.
+    """
+
+    fn: str
+    saves: str
+    rule: Rule
+    compute: Callable[[Any, Any], Any] | None = None
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        if "x" in self.saves:
+            self.retain_inputs((0,))
+        if "y" in self.saves:
+            self.retain_outputs((0,))
+        if self.compute is not None:
+            return (type(self).compute(self.xp, inputs[0]),)  # type: ignore[misc]
+        return (getattr(self.xp, self.fn)(inputs[0]),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (gy,) = grad_outputs
+        x = self.get_retained_inputs()[0] if "x" in self.saves else None
+        y = self.get_retained_outputs()[0] if "y" in self.saves else None
+        return (type(self).rule(namespace_of(gy), x, y, gy),)
+
+
+def unary(
+    fn: str,
+    saves: str,
+    rule: Rule,
+    doc: str,
+    compute: Callable[[Any, Any], Any] | None = None,
+) -> Callable[[Any], Variable]:
+    """Define the node class of ``fn`` and return the function that applies it.
+
+    ``compute(xp, x)`` gives the forward for functions outside the standard;
+    standard functions are looked up by name in the input's namespace.
+    """
+    cls_name = "".join(part.capitalize() for part in fn.split("_"))
+    attrs = {"fn": fn, "saves": saves, "rule": staticmethod(rule)}
+    if compute is not None:
+        attrs["compute"] = staticmethod(compute)
+    node = type(cls_name, (Unary,), attrs)
+
+    def apply(x: Any, /) -> Variable:
+        return node().apply((x,))[0]
+
+    apply.__name__ = apply.__qualname__ = fn
+    apply.__doc__ = doc
+    apply.node = node  # type: ignore[attr-defined]
+    return apply
+
+
+def nondifferentiable(fn: str, doc: str) -> Callable[..., Variable]:
+    """Wrap the standard function ``fn`` whose result carries no gradient."""
+
+    def apply(*args: Any, **kwargs: Any) -> Variable:
+        arrays = [raw(a) for a in args]
+        xp = raw_namespace(next(a for a in arrays if not _is_scalar(a)))
+        return constant(getattr(xp, fn)(*arrays, **kwargs))
+
+    apply.__name__ = apply.__qualname__ = fn
+    apply.__doc__ = doc
+    return apply
+
+
+def _is_scalar(a: Any) -> bool:
+    return type(a) in (bool, int, float, complex)

@@ -1,0 +1,32 @@
+"""``identity``: outputs that share the inputs' arrays, with a graph link."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agnograd._function import FunctionNode
+from agnograd._variable import Variable
+
+
+class Identity(FunctionNode):
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return inputs
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple([grad_outputs[i] for i in indexes])
+
+
+def identity(*inputs: Any) -> Variable | tuple[Variable, ...]:
+    """Return new Variables holding the same arrays, linked to the inputs in the graph.
+
+    One input gives one Variable, several give a tuple (Chainer's convention).
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd.functions as F
+    >>> a = np.ones(2)
+    >>> F.identity(a).array is a
+    True
+    """
+    outputs = Identity().apply(inputs)
+    return outputs[0] if len(outputs) == 1 else outputs

@@ -1,0 +1,213 @@
+"""Neural-network functions (Chainer's ``F.*``): activations and losses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agnograd._function import FunctionNode
+from agnograd._namespace import namespace_of
+from agnograd._variable import Variable
+from agnograd.functions._core import raw, unary
+
+sigmoid = unary(
+    "sigmoid",
+    "y",
+    lambda xp, x, y, g: g * y * (1 - y),
+    """Logistic sigmoid ``1 / (1 + exp(-x))``, computed without overflow.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd.functions as F
+    >>> F.sigmoid(np.array([0.0]))
+    variable([0.5])
+    """,
+    # The tanh form never overflows, unlike 1 / (1 + exp(-x)) for very negative x.
+    compute=lambda xp, x: xp.tanh(x * 0.5) * 0.5 + 0.5,
+)
+
+
+class ReLU(FunctionNode):
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (x,) = inputs
+        self.retain_outputs((0,))
+        return (self.xp.where(x > 0, x, self.xp.zeros_like(x)),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (gy,) = grad_outputs
+        (y,) = self.get_retained_outputs()
+        xp = namespace_of(gy)
+        return (xp.where(raw(y) > 0, gy, xp.zeros_like(gy)),)
+
+
+def relu(x: Any) -> Variable:
+    """Rectified linear unit ``max(x, 0)``; the gradient at 0 is 0.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd.functions as F
+    >>> F.relu(np.array([-1.0, 2.0]))
+    variable([0., 2.])
+    """
+    return ReLU().apply((x,))[0]
+
+
+def _softmax(xp: Any, x: Any, axis: int) -> Any:
+    # Shift by the max of the raw data: softmax is shift-invariant, so the shift is
+    # a constant and needs no gradient of its own.
+    data = raw(x)
+    shifted = x - namespace_of(data).max(data, axis=axis, keepdims=True)
+    e = xp.exp(shifted)
+    return e / xp.sum(e, axis=axis, keepdims=True)
+
+
+class Softmax(FunctionNode):
+    def __init__(self, axis: int) -> None:
+        self.axis = axis
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        self.retain_outputs((0,))
+        return (_softmax(self.xp, inputs[0], self.axis),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (y,) = self.get_retained_outputs()
+        (gy,) = grad_outputs
+        gyy = gy * y
+        return (gyy - y * namespace_of(gy).sum(gyy, axis=self.axis, keepdims=True),)
+
+
+def _log_softmax(xp: Any, x: Any, axis: int) -> Any:
+    data = raw(x)
+    shifted = x - namespace_of(data).max(data, axis=axis, keepdims=True)
+    return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
+
+
+class LogSoftmax(FunctionNode):
+    def __init__(self, axis: int) -> None:
+        self.axis = axis
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        self.retain_outputs((0,))
+        return (_log_softmax(self.xp, inputs[0], self.axis),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (y,) = self.get_retained_outputs()
+        (gy,) = grad_outputs
+        xp = namespace_of(gy)
+        return (gy - xp.exp(y) * xp.sum(gy, axis=self.axis, keepdims=True),)
+
+
+def softmax(x: Any, axis: int = 1) -> Variable:
+    """Softmax along ``axis`` (Chainer's default: 1, the channel axis).
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd.functions as F
+    >>> F.softmax(np.array([[0.0, 0.0]]))
+    variable([[0.5, 0.5]])
+    """
+    return Softmax(axis).apply((x,))[0]
+
+
+def log_softmax(x: Any, axis: int = 1) -> Variable:
+    """Logarithm of the softmax along ``axis``, computed stably.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd.functions as F
+    >>> F.log_softmax(np.array([[0.0, 0.0]]))
+    variable([[-0.69314718, -0.69314718]])
+    """
+    return LogSoftmax(axis).apply((x,))[0]
+
+
+class SoftmaxCrossEntropy(FunctionNode):
+    """Mean (or per-sample) cross entropy of logits ``x`` (N, C) and labels ``t`` (N,)."""
+
+    def __init__(self, t: Any, ignore_label: int, reduce: str) -> None:
+        self.t = t
+        self.ignore_label = ignore_label
+        self.reduce = reduce
+
+    def _targets(self, xp: Any, x: Any) -> tuple[Any, Any, Any]:
+        """One-hot targets (ignored rows all zero), the valid mask and its count."""
+        t = self.t
+        valid = t != self.ignore_label
+        classes = xp.arange(x.shape[1], dtype=t.dtype, device=_device(x))
+        onehot = xp.astype(t[:, None] == classes[None, :], x.dtype)
+        count = max(int(xp.sum(xp.astype(valid, xp.int32))), 1)
+        return onehot, xp.astype(valid, x.dtype), count
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (x,) = inputs
+        xp = self.xp
+        self.retain_inputs((0,))
+        onehot, valid, count = self._targets(xp, x)
+        losses = -xp.sum(_log_softmax(xp, x, 1) * onehot, axis=1) * valid
+        if self.reduce == "mean":
+            return (xp.sum(losses) / count,)
+        return (losses,)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (x,) = self.get_retained_inputs()
+        (gy,) = grad_outputs
+        xp = namespace_of(gy)
+        data = raw(x)
+        onehot, valid, count = self._targets(namespace_of(data), data)
+        p = _softmax(xp, x, 1)
+        if self.reduce == "mean":
+            return ((p - onehot) * valid[:, None] * (gy / count),)
+        return ((p - onehot) * valid[:, None] * xp.reshape(gy, (-1, 1)),)
+
+
+def _device(x: Any) -> Any:
+    import array_api_compat
+
+    return array_api_compat.device(x)
+
+
+def softmax_cross_entropy(
+    x: Any, t: Any, *, ignore_label: int = -1, reduce: str = "mean"
+) -> Variable:
+    """Cross entropy of softmax(``x``) against integer labels ``t`` (Chainer's API).
+
+    ``x`` has shape ``(N, C)``; samples whose label is ``ignore_label`` count for
+    nothing. ``reduce='mean'`` averages over the valid samples, ``'no'`` returns the
+    per-sample losses.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd.functions as F
+    >>> F.softmax_cross_entropy(np.zeros((2, 4)), np.array([0, 3]))
+    variable(1.38629436)
+    """
+    t = raw(t)
+    xs = raw(x).shape
+    if len(xs) != 2:
+        raise ValueError(f"softmax_cross_entropy: x must be (N, C), got shape {tuple(xs)}")
+    if tuple(t.shape) != (xs[0],):
+        raise ValueError(
+            f"softmax_cross_entropy: t must have shape ({xs[0]},) to match x {tuple(xs)}, "
+            f"got {tuple(t.shape)}"
+        )
+    if reduce not in ("mean", "no"):
+        raise ValueError(f"softmax_cross_entropy: reduce must be 'mean' or 'no', got {reduce!r}")
+    return SoftmaxCrossEntropy(t, ignore_label, reduce).apply((x,))[0]
+
+
+def mean_squared_error(x0: Any, x1: Any) -> Variable:
+    """Mean of the squared differences of ``x0`` and ``x1``.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd.functions as F
+    >>> F.mean_squared_error(np.array([1.0, 2.0]), np.array([1.0, 4.0]))
+    variable(2.)
+    """
+    from agnograd.functions._statistical import mean
+
+    diff = _as_variable(x0) - x1
+    return mean(diff * diff)
+
+
+def _as_variable(x: Any) -> Variable:
+    return x if isinstance(x, Variable) else Variable._new(x, False)
