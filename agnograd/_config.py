@@ -1,50 +1,88 @@
-"""Thread-local configuration: backprop mode, function hooks and user flags."""
+"""Configuration: backprop mode, function hooks and user flags, per thread.
+
+Each entry is a :class:`contextvars.ContextVar`, so a value set in one thread (or
+asyncio task) is invisible to the others, and reading one on the hot path costs a
+single C call.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import threading
+import contextvars
 from collections.abc import Iterator
 from typing import Any
 
-_DEFAULTS: dict[str, Any] = {
-    "enable_backprop": True,
-    "auto_forward": True,
-    "debug": False,
+ENABLE_BACKPROP: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "agnograd.enable_backprop", default=True
+)
+FUNCTION_HOOKS: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar(
+    "agnograd.function_hooks", default={}
+)
+
+_entries: dict[str, contextvars.ContextVar[Any]] = {
+    "enable_backprop": ENABLE_BACKPROP,
+    "function_hooks": FUNCTION_HOOKS,
+    "auto_forward": contextvars.ContextVar("agnograd.auto_forward", default=True),
+    "debug": contextvars.ContextVar("agnograd.debug", default=False),
 }
+_UNSET = object()
 
 
-class _Config(threading.local):
-    """Per-thread configuration values; unset names fall back to global defaults.
+def _value(name: str) -> Any:
+    entry = _entries.get(name)
+    if entry is None:
+        return _UNSET
+    try:
+        return entry.get()
+    except LookupError:  # an entry added in another thread, never set in this one
+        return _UNSET
+
+
+class _Config:
+    """agnograd's configuration; each thread sees its own values.
+
+    Read entries as attributes; set them with :func:`using_config` (or by
+    assignment, which lasts until changed). New entries may be added by name.
 
     Examples
     --------
     >>> import agnograd
     >>> agnograd.config.enable_backprop
     True
+    >>> print(agnograd.config.show())
+    auto_forward     True
+    debug            False
+    enable_backprop  True
+    function_hooks   {}
     """
 
-    def __init__(self) -> None:
-        self.__dict__.update(_DEFAULTS)
-        self.function_hooks: dict[str, Any] = {}
-
     def __getattr__(self, name: str) -> Any:
-        raise AttributeError(
-            f"agnograd.config has no entry {name!r}; known entries: "
-            f"{sorted(self.__dict__)} (set new ones with agnograd.using_config)"
-        )
+        value = _value(name)
+        if value is _UNSET:
+            raise AttributeError(
+                f"agnograd.config has no entry {name!r}; known entries: {sorted(self._names())} "
+                "(add one with agnograd.using_config)"
+            )
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        entry = _entries.get(name)
+        if entry is None:
+            entry = _entries[name] = contextvars.ContextVar(f"agnograd.{name}")
+        entry.set(value)
+
+    def __delattr__(self, name: str) -> None:
+        if _value(name) is _UNSET:
+            raise AttributeError(f"agnograd.config has no entry {name!r}")
+        _entries[name].set(_UNSET)
+
+    def _names(self) -> list[str]:
+        return [name for name in _entries if _value(name) is not _UNSET]
 
     def show(self) -> str:
-        """Return the current configuration as ``name value`` lines.
-
-        Examples
-        --------
-        >>> import agnograd
-        >>> print(agnograd.config.show().splitlines()[1])
-        debug            False
-        """
+        """Return the entries visible in this thread as ``name value`` lines."""
         return "\n".join(
-            f"{name:<16} {value!r}" for name, value in sorted(self.__dict__.items())
+            f"{name:<16} {getattr(self, name)!r}" for name in sorted(self._names())
         )
 
 
@@ -64,16 +102,14 @@ def using_config(name: str, value: Any) -> Iterator[None]:
     >>> agnograd.config.debug
     False
     """
-    missing = object()
-    old = config.__dict__.get(name, missing)
-    setattr(config, name, value)
+    entry = _entries.get(name)
+    if entry is None:
+        entry = _entries[name] = contextvars.ContextVar(f"agnograd.{name}")
+    token = entry.set(value)
     try:
         yield
     finally:
-        if old is missing:
-            delattr(config, name)
-        else:
-            setattr(config, name, old)
+        entry.reset(token)
 
 
 def no_backprop_mode() -> contextlib.AbstractContextManager[None]:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agnograd._backend import raw_namespace
-from agnograd._config import config, using_config
+from agnograd._config import FUNCTION_HOOKS, using_config
 from agnograd._function import FunctionNode
 from agnograd._variable import Variable, VariableNode
 
@@ -225,65 +225,73 @@ def _run(
     pushed: set[FunctionNode] = set()
     relevant = _relevant([n for n, _ in seeds], targets) if targets is not None else None
     collected: dict[VariableNode, Any] = {}
-
-    def push(func: FunctionNode | None) -> None:
-        if func is not None and func not in pushed and (relevant is None or func in relevant):
-            pushed.add(func)
-            heapq.heappush(heap, (-func.rank, len(pushed), func))
+    heappush, heappop = heapq.heappush, heapq.heappop
 
     for node, gy in seeds:
         prev = grads.get(node)
         grads[node] = gy if prev is None else prev + gy
-        push(node.creator_node)
+        func = node.creator_node
+        if func is not None and func not in pushed and (relevant is None or func in relevant):
+            pushed.add(func)
+            heappush(heap, (-func.rank, len(pushed), func))
 
-    hooks = config.function_hooks
+    hooks = FUNCTION_HOOKS.get()
+    # The loop body runs once per function node: it is written for speed (locals,
+    # no comprehensions) and keeps no gradient longer than needed.
     while heap:
-        func = heapq.heappop(heap)[2]
+        func = heappop(heap)[2]
         in_nodes = func.inputs
         if in_nodes is None:
             raise RuntimeError(
                 f"backward reached {func.label}, which was unchained; its inputs are gone"
             )
         gys = []
-        for ref in func.outputs or ():
+        any_grad = False
+        for ref in func.outputs:  # type: ignore[union-attr]
             y = ref()
             gy = None if y is None else grads.pop(y, None)
             if gy is not None:
+                any_grad = True
                 if targets is not None and y in targets:
                     collected[y] = gy
                 if retain_grad:
                     _store_grad(y, gy)
             gys.append(gy)
-        if all(gy is None for gy in gys):
+        if not any_grad:
             continue
-        indexes = tuple(
-            [
-                i
-                for i, x in enumerate(in_nodes)
-                if x.requires_grad
-                and (relevant is None or x in targets or x.creator_node in relevant)
-            ]
-        )
+        indexes = []
+        for i, x in enumerate(in_nodes):
+            if x.requires_grad and (
+                relevant is None or x in targets or x.creator_node in relevant  # type: ignore[operator]
+            ):
+                indexes.append(i)
         if not indexes:
             continue
+        indexes = tuple(indexes)
         as_variables = double or func.backward_receives_variables
-        if as_variables and not double:
-            gys = [None if g is None else Variable._new(g, False) for g in gys]
+        if as_variables:
+            func._variables_in_backward = True
+            if not double:
+                gys = [None if g is None else Variable._new(g, False) for g in gys]
         func_hooks = func._all_hooks() if (hooks or func._local_hooks) else ()
         for hook in func_hooks:
             hook.backward_preprocess(func, in_nodes, gys)
-        gxs = func.backward(indexes, tuple(gys))
+        try:
+            gxs = func.backward(indexes, tuple(gys))
+        finally:
+            if as_variables:
+                func._variables_in_backward = False
         for hook in func_hooks:
             hook.backward_postprocess(func, in_nodes, gys)
         del gys
-        if len(gxs) == len(in_nodes) and len(gxs) != len(indexes):
+        if len(gxs) != len(indexes):
+            if len(gxs) != len(in_nodes):
+                raise ValueError(
+                    f"backward of {func.label} returned {len(gxs)} gradients for "
+                    f"{len(indexes)} target inputs {indexes}"
+                )
             gxs = tuple([gxs[i] for i in indexes])
-        elif len(gxs) != len(indexes):
-            raise ValueError(
-                f"backward of {func.label} returned {len(gxs)} gradients for "
-                f"{len(indexes)} target inputs {indexes}"
-            )
-        for i, gx in zip(indexes, gxs, strict=True):
+        for i, gx in zip(indexes, gxs):  # noqa: B905 - lengths checked above
             if gx is None:
                 continue
             if isinstance(gx, Variable):
@@ -298,7 +306,14 @@ def _run(
                 gx = _cast(gx, x.dtype)
             prev = grads.get(x)
             grads[x] = gx if prev is None else prev + gx
-            push(x.creator_node)
+            creator = x.creator_node
+            if (
+                creator is not None
+                and creator not in pushed
+                and (relevant is None or creator in relevant)
+            ):
+                pushed.add(creator)
+                heappush(heap, (-creator.rank, len(pushed), creator))
         del gxs
     if targets is not None:
         for node, g in grads.items():

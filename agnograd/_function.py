@@ -7,8 +7,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from agnograd import _backend
-from agnograd._config import config
-from agnograd._variable import Variable, VariableNode
+from agnograd._backend import _namespaces
+from agnograd._config import ENABLE_BACKPROP, FUNCTION_HOOKS
+from agnograd._variable import Variable, VariableNode, _new_variable
+
+_weakref = weakref.ref
 
 
 class FunctionNode:
@@ -49,6 +52,8 @@ class FunctionNode:
     _saved_inputs: tuple[Any, ...] | None = None
     _saved_outputs: tuple[Any, ...] | None = None
     _local_hooks: dict[str, Any] | None = None
+    # Set by the engine while backward runs on Variables (double backprop).
+    _variables_in_backward = False
 
     #: Set to True in a subclass whose ``backward`` needs Variables (for example
     #: Chainer-style code reading ``gy.array``) even in ordinary backprop.
@@ -84,11 +89,32 @@ class FunctionNode:
         and some input requires a gradient; the node's rank is the largest input
         rank and each output's rank is one more.
         """
-        variables = [x if isinstance(x, Variable) else _as_constant(x) for x in inputs]
-        arrays = tuple([v._data for v in variables])
-        xp = _common_namespace(self, arrays)
+        # This is the hot path of every operation: loops are written out (no
+        # comprehensions, which cost a frame each) and objects are built inline.
+        nodes = []
+        arrays = []
+        requires_grad = False
+        rank = 0
+        xp = None
+        for x in inputs:
+            if not isinstance(x, Variable):
+                x = _as_constant(x)
+            node = x._node
+            data = x._data
+            nodes.append(node)
+            arrays.append(data)
+            if node.requires_grad:
+                requires_grad = True
+            if node.rank > rank:
+                rank = node.rank
+            other = _namespaces.get(data.__class__) or _backend.raw_namespace(data)
+            if xp is None:
+                xp = other
+            elif other is not xp:
+                raise _mixed_backends(self, xp, other)
+        arrays = tuple(arrays)
         self.xp = xp
-        hooks = config.function_hooks
+        hooks = FUNCTION_HOOKS.get()
         if hooks or self._local_hooks:
             hooks = self._all_hooks()
             for hook in hooks:
@@ -102,31 +128,25 @@ class FunctionNode:
             for hook in hooks:
                 hook.forward_postprocess(self, arrays)
 
-        requires_grad = False
-        for v in variables:
-            if v._node.requires_grad:
-                requires_grad = True
-                break
-        if not (requires_grad and config.enable_backprop):
-            self._retain_in = self._retain_out = ()
-            return tuple([Variable._new(y, requires_grad) for y in outputs])
+        results = []
+        if not (requires_grad and ENABLE_BACKPROP.get()):
+            for y in outputs:
+                results.append(_new_variable(y, requires_grad, None, 0))
+            return tuple(results)
 
-        in_nodes = tuple([v._node for v in variables])
-        rank = max([n.rank for n in in_nodes])
         self.rank = rank
-        self.inputs = in_nodes
-        results = tuple([Variable._new(y, True) for y in outputs])
-        out_rank = rank + 1
-        for r in results:
-            node = r._node
-            node.creator_node = self
-            node.rank = out_rank
-        self.outputs = tuple([weakref.ref(r._node) for r in results])
+        self.inputs = tuple(nodes)
+        refs = []
+        for y in outputs:
+            var = _new_variable(y, True, self, rank + 1)
+            results.append(var)
+            refs.append(_weakref(var._node))
+        self.outputs = tuple(refs)
         if self._retain_in:
             self._saved_inputs = tuple([arrays[i] for i in self._retain_in])
         if self._retain_out:
             self._saved_outputs = tuple([outputs[i] for i in self._retain_out])
-        return results
+        return tuple(results)
 
     def retain_inputs(self, indexes: Sequence[int]) -> None:
         """Keep the input arrays at ``indexes`` for backward (call inside forward)."""
@@ -135,9 +155,6 @@ class FunctionNode:
     def retain_outputs(self, indexes: Sequence[int]) -> None:
         """Keep the output arrays at ``indexes`` for backward (call inside forward)."""
         self._retain_out = tuple(indexes)
-
-    def _wants_variables(self) -> bool:
-        return config.enable_backprop or self.backward_receives_variables
 
     def get_retained_inputs(self) -> tuple[Any, ...]:
         """The inputs kept by :meth:`retain_inputs`, in that order.
@@ -148,7 +165,7 @@ class FunctionNode:
         saved = self._saved_inputs
         if saved is None:
             raise RuntimeError(_freed_message(self, "inputs"))
-        if not self._wants_variables():
+        if not self._variables_in_backward:
             return saved
         inputs = self.inputs
         assert inputs is not None
@@ -161,7 +178,7 @@ class FunctionNode:
         saved = self._saved_outputs
         if saved is None:
             raise RuntimeError(_freed_message(self, "outputs"))
-        if not self._wants_variables():
+        if not self._variables_in_backward:
             return saved
         outputs = self.outputs
         assert outputs is not None
@@ -207,7 +224,7 @@ class FunctionNode:
         return self._local_hooks
 
     def _all_hooks(self) -> list[Any]:
-        hooks = list(config.function_hooks.values())
+        hooks = list(FUNCTION_HOOKS.get().values())
         if self._local_hooks:
             hooks.extend(self._local_hooks.values())
         return hooks
@@ -245,15 +262,9 @@ def _describe(arrays: tuple[Any, ...]) -> str:
     return ", ".join(_label(tuple(a.shape), a.dtype) for a in arrays)
 
 
-def _common_namespace(func: FunctionNode, arrays: tuple[Any, ...]) -> Any:
-    raw_namespace = _backend.raw_namespace
-    xp = raw_namespace(arrays[0])
-    for a in arrays[1:]:
-        other = raw_namespace(a)
-        if other is not xp:
-            raise TypeError(
-                f"{func.label}: inputs mix arrays of two libraries, "
-                f"{_backend.backend_name(xp)} and {_backend.backend_name(other)}; move them "
-                "to one library first (agnograd.functions.copy or the library's from_dlpack)"
-            )
-    return xp
+def _mixed_backends(func: FunctionNode, xp: Any, other: Any) -> TypeError:
+    return TypeError(
+        f"{func.label}: inputs mix arrays of two libraries, {_backend.backend_name(xp)} and "
+        f"{_backend.backend_name(other)}; move them to one library first "
+        "(agnograd.functions.copy or the library's from_dlpack)"
+    )

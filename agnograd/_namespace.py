@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from agnograd._backend import backend_name, raw_namespace
+from agnograd._backend import _namespaces, backend_name, raw_namespace
 from agnograd._variable import Variable
 
 
@@ -27,6 +27,9 @@ def namespace_of(array: Any) -> Any:
     >>> namespace_of(agnograd.Variable(np.ones(2)))
     <agnograd namespace for numpy>
     """
+    xp = _namespaces.get(array.__class__)
+    if xp is not None:
+        return xp
     if isinstance(array, Variable):
         return differentiable_namespace(raw_namespace(array._data))
     return raw_namespace(array)
@@ -62,7 +65,7 @@ def namespace(obj: Any) -> Any:
         xp = obj
         try:
             xp = array_api_compat.array_namespace(obj.asarray(0))
-        except Exception:  # noqa: BLE001 - not a namespace we can probe
+        except Exception:  # not a namespace we can probe
             raise TypeError(
                 f"namespace: {obj!r} is not an array API namespace (it has no working asarray)"
             ) from None

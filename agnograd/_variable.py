@@ -104,7 +104,7 @@ class VariableNode:
 
     @property
     def label(self) -> str:
-        """Short text: shape and dtype, for example ``'(2, 5), float32'``."""
+        """Shape and dtype as short text, for example ``'(2, 5), float32'``."""
         return _label(self.shape, self.dtype)
 
     def get_variable(self) -> Variable:
@@ -173,7 +173,7 @@ class Variable:
     --------
     >>> import numpy as np, agnograd
     >>> x = agnograd.Variable(np.array([1.0, 2.0, 3.0]), name="x")
-    >>> y = (x * x).sum()
+    >>> y = agnograd.functions.sum(x * x)
     >>> y.backward()
     >>> x.grad
     array([2., 4., 6.])
@@ -219,12 +219,8 @@ class Variable:
 
     @classmethod
     def _new(cls, data: Any, requires_grad: bool) -> Variable:
-        # The fast constructor used by FunctionNode.apply: no validation.
-        var = object.__new__(cls)
-        var._data = data
-        var._grad_var = None
-        var._node = VariableNode(var, requires_grad=requires_grad)
-        return var
+        """A Variable around ``data`` without validation (for results agnograd made)."""
+        return _new_variable(data, requires_grad, None, 0)
 
     @classmethod
     def _from_node(cls, node: VariableNode, data: Any) -> Variable:
@@ -292,7 +288,7 @@ class Variable:
 
     @property
     def label(self) -> str:
-        """Short text: shape and dtype, for example ``'(2, 5), float32'``."""
+        """Shape and dtype as short text, for example ``'(2, 5), float32'``."""
         return self._node.label
 
     @property
@@ -385,7 +381,8 @@ class Variable:
         --------
         >>> import numpy as np, agnograd, warnings
         >>> x = agnograd.Variable(np.ones(2))
-        >>> with warnings.catch_warnings(record=True):
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore", DeprecationWarning)
         ...     x.zerograd()
         >>> x.grad
         array([0., 0.])
@@ -487,7 +484,7 @@ class Variable:
 
     @property
     def rank(self) -> int:
-        """Topological rank: 0 for leaves, creator's rank + 1 otherwise."""
+        """Topological rank (0 for leaves, the creator's rank + 1 otherwise)."""
         return self._node.rank
 
     @property
@@ -719,6 +716,28 @@ class Variable:
     __hash__ = object.__hash__
 
 
+_object_new = object.__new__
+_weakref = weakref.ref
+
+
+def _new_variable(data: Any, requires_grad: bool, creator: Any, rank: int) -> Variable:
+    # The constructor of FunctionNode.apply's hot path: no validation, no __init__.
+    var = _object_new(Variable)
+    var._data = data
+    var._grad_var = None
+    node = _object_new(VariableNode)
+    node._variable = _weakref(var)
+    node.creator_node = creator
+    node._data = None
+    node.name = None
+    node.requires_grad = requires_grad
+    node.rank = rank
+    node.shape = data.shape if data.shape.__class__ is tuple else tuple(data.shape)
+    node.dtype = data.dtype
+    var._node = node
+    return var
+
+
 def _rebuild(data: Any, grad: Any, name: str | None, requires_grad: bool) -> Variable:
     return Variable(data, name=name, grad=grad, requires_grad=requires_grad)
 
@@ -727,5 +746,5 @@ def _to_numpy(array: Any) -> numpy.ndarray:
     """A NumPy copy or view of any array, for printing only."""
     try:
         return numpy.asarray(array)
-    except Exception:  # noqa: BLE001 - e.g. GPU arrays refuse implicit host copies
+    except Exception:  # e.g. GPU arrays refuse implicit host copies
         return numpy.from_dlpack(array_api_compat.to_device(array, "cpu"))

@@ -26,28 +26,24 @@ def constant(x: Any) -> Variable:
 class Unary(FunctionNode):
     """An elementwise function of one array whose rule is ``rule(xp, x, y, gy)``.
 
-    ``saves`` says which of ``x`` (input) and ``y`` (output) the rule reads; the
-    other is passed as ``None`` and never kept alive by the graph.
+    The rule reads the input ``x`` and/or the output ``y``; what it does not read is
+    passed as ``None`` and never kept alive by the graph.
     """
 
     fn: str
-    saves: str
     rule: Rule
     compute: Callable[[Any, Any], Any] | None = None
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        if "x" in self.saves:
-            self.retain_inputs((0,))
-        if "y" in self.saves:
-            self.retain_outputs((0,))
+        # What to keep is declared by the class (_retain_in / _retain_out).
         if self.compute is not None:
             return (type(self).compute(self.xp, inputs[0]),)  # type: ignore[misc]
         return (getattr(self.xp, self.fn)(inputs[0]),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
-        x = self.get_retained_inputs()[0] if "x" in self.saves else None
-        y = self.get_retained_outputs()[0] if "y" in self.saves else None
+        x = self.get_retained_inputs()[0] if self._retain_in else None
+        y = self.get_retained_outputs()[0] if self._retain_out else None
         return (type(self).rule(namespace_of(gy), x, y, gy),)
 
 
@@ -64,7 +60,12 @@ def unary(
     standard functions are looked up by name in the input's namespace.
     """
     cls_name = "".join(part.capitalize() for part in fn.split("_"))
-    attrs = {"fn": fn, "saves": saves, "rule": staticmethod(rule)}
+    attrs = {
+        "fn": fn,
+        "rule": staticmethod(rule),
+        "_retain_in": (0,) if "x" in saves else (),
+        "_retain_out": (0,) if "y" in saves else (),
+    }
     if compute is not None:
         attrs["compute"] = staticmethod(compute)
     node = type(cls_name, (Unary,), attrs)

@@ -194,8 +194,9 @@ class SubFromConstant(FunctionNode):
 
 
 class Mul(FunctionNode):
+    _retain_in = (0, 1)
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        self.retain_inputs((0, 1))
         return (inputs[0] * inputs[1],)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -216,8 +217,9 @@ class MulConstant(FunctionNode):
 
 
 class Div(FunctionNode):
+    _retain_in = (0, 1)
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        self.retain_inputs((0, 1))
         return (inputs[0] / inputs[1],)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -245,9 +247,10 @@ class DivFromConstant(FunctionNode):
     def __init__(self, value: Any) -> None:
         self.value = value
 
+    _retain_in = (0,)
+    _retain_out = (0,)
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        self.retain_inputs((0,))
-        self.retain_outputs((0,))
         return (self.value / inputs[0],)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -257,8 +260,9 @@ class DivFromConstant(FunctionNode):
 
 
 class Pow(FunctionNode):
+    _retain_in = (0, 1)
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        self.retain_inputs((0, 1))
         return (inputs[0] ** inputs[1],)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -280,8 +284,9 @@ class PowConstant(FunctionNode):
     def __init__(self, value: Any) -> None:
         self.value = value
 
+    _retain_in = (0,)
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        self.retain_inputs((0,))
         return (inputs[0] ** self.value,)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -298,8 +303,9 @@ class PowFromConstant(FunctionNode):
     def __init__(self, value: Any) -> None:
         self.value = value
 
+    _retain_out = (0,)
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        self.retain_outputs((0,))
         return (self.value ** inputs[0],)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:

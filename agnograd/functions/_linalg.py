@@ -10,8 +10,9 @@ from agnograd._variable import Variable
 
 
 class MatMul(FunctionNode):
+    _retain_in = (0, 1)
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        self.retain_inputs((0, 1))
         return (self.xp.matmul(inputs[0], inputs[1]),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -27,9 +27,10 @@ sigmoid = unary(
 
 
 class ReLU(FunctionNode):
+    _retain_out = (0,)
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (x,) = inputs
-        self.retain_outputs((0,))
         return (self.xp.where(x > 0, x, self.xp.zeros_like(x)),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -64,8 +65,9 @@ class Softmax(FunctionNode):
     def __init__(self, axis: int) -> None:
         self.axis = axis
 
+    _retain_out = (0,)
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        self.retain_outputs((0,))
         return (_softmax(self.xp, inputs[0], self.axis),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -85,8 +87,9 @@ class LogSoftmax(FunctionNode):
     def __init__(self, axis: int) -> None:
         self.axis = axis
 
+    _retain_out = (0,)
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        self.retain_outputs((0,))
         return (_log_softmax(self.xp, inputs[0], self.axis),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -137,10 +140,11 @@ class SoftmaxCrossEntropy(FunctionNode):
         count = max(int(xp.sum(xp.astype(valid, xp.int32))), 1)
         return onehot, xp.astype(valid, x.dtype), count
 
+    _retain_in = (0,)
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (x,) = inputs
         xp = self.xp
-        self.retain_inputs((0,))
         onehot, valid, count = self._targets(xp, x)
         losses = -xp.sum(_log_softmax(xp, x, 1) * onehot, axis=1) * valid
         if self.reduce == "mean":

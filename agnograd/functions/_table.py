@@ -118,6 +118,8 @@ class Namespace:
 
     def __init__(self, raw_namespace: Any) -> None:
         self._raw = raw_namespace
+        # array-api-compat tells namespaces apart by __name__.
+        self.__name__ = f"agnograd.namespace({raw_namespace.__name__})"
 
     def __repr__(self) -> str:
         from agnograd._backend import backend_name

@@ -1,0 +1,58 @@
+"""The scripts under examples/ run and do what they say."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def run_example(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(EXAMPLES / name), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_every_example_is_tested() -> None:
+    scripts = sorted(p.name for p in EXAMPLES.glob("*.py"))
+    assert scripts == ["array_api_code.py", "mlp.py"]
+
+
+def test_array_api_code() -> None:
+    result = run_example("array_api_code.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = dict(line.split(maxsplit=1) for line in result.stdout.splitlines())
+    for library in ("numpy", "array_api_strict", "torch"):
+        if importlib.util.find_spec(library) is None:
+            assert lines[library] == "skipped: not installed"
+        else:
+            assert " ok (max error " in lines[library], result.stdout
+            assert f"gradients are {library} arrays" in lines[library]
+    # Every backend computed the same loss and gradient.
+    assert len({line.split(" ok ")[0] for line in lines.values() if " ok " in line}) == 1
+
+
+def test_mlp_loss_decreases() -> None:
+    result = run_example("mlp.py", "--steps", "50")
+    assert result.returncode == 0, result.stdout + result.stderr
+    losses = [float(v) for v in re.findall(r"loss (\d+\.\d+)", result.stdout)]
+    assert len(losses) >= 3
+    assert losses == sorted(losses, reverse=True)
+    assert "loss decreased from" in result.stdout
+
+
+@pytest.mark.parametrize("name", ["array_api_code.py", "mlp.py"])
+def test_examples_have_a_usage_docstring(name: str) -> None:
+    text = (EXAMPLES / name).read_text()
+    assert text.startswith('"""')
+    assert f"python examples/{name}" in text
