@@ -13,11 +13,20 @@ array([ 5.43656366, 22.1671683 ])
 from agnograd import _operators  # noqa: F401 - installs Variable's operators
 from agnograd import functions
 from agnograd._adapter import Adapter
-from agnograd._config import config, force_backprop_mode, no_backprop_mode, using_config
+from agnograd._config import (
+    auto_forward,
+    config,
+    force_backprop_mode,
+    get_auto_forward,
+    no_backprop_mode,
+    set_auto_forward,
+    using_config,
+)
+from agnograd._define_then_run import forward_all
 from agnograd._convert import as_array, as_variable
 from agnograd._engine import backward, grad
 from agnograd._function import FunctionNode
-from agnograd._namespace import namespace
+from agnograd._namespace import namespace, namespace_of
 from agnograd._variable import Variable, VariableNode
 from agnograd.function_hooks import FunctionHook, PrintHook, TimerHook
 
@@ -33,12 +42,17 @@ __all__ = [
     "VariableNode",
     "as_array",
     "as_variable",
+    "auto_forward",
     "backward",
     "config",
     "force_backprop_mode",
+    "forward_all",
     "functions",
+    "get_auto_forward",
     "grad",
     "namespace",
+    "namespace_of",
     "no_backprop_mode",
+    "set_auto_forward",
     "using_config",
 ]

@@ -14,6 +14,8 @@ from typing import Any
 
 import array_api_compat
 
+from agnograd._abstract import Abstract
+
 _SCALARS = (bool, int, float, complex)
 
 # type(array) -> raw array API namespace; filled on first sight of each type so the
@@ -40,6 +42,8 @@ def raw_namespace(array: Any) -> Any:
             f"expected an array of an array API library, got {type(array).__name__} "
             f"{array!r}; wrap Python values with xp.asarray(...) first"
         )
+    if isinstance(array, Abstract):
+        return array.__array_namespace__()  # depends on the instance: never cached
     try:
         xp = array_api_compat.array_namespace(array)
     except TypeError:

@@ -19,10 +19,14 @@ FUNCTION_HOOKS: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar(
     "agnograd.function_hooks", default={}
 )
 
+AUTO_FORWARD: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "agnograd.auto_forward", default=True
+)
+
 _entries: dict[str, contextvars.ContextVar[Any]] = {
     "enable_backprop": ENABLE_BACKPROP,
     "function_hooks": FUNCTION_HOOKS,
-    "auto_forward": contextvars.ContextVar("agnograd.auto_forward", default=True),
+    "auto_forward": AUTO_FORWARD,
     "debug": contextvars.ContextVar("agnograd.debug", default=False),
 }
 _UNSET = object()
@@ -142,3 +146,47 @@ def force_backprop_mode() -> contextlib.AbstractContextManager[None]:
     True
     """
     return using_config("enable_backprop", True)
+
+
+def auto_forward(enabled: bool = True) -> contextlib.AbstractContextManager[None]:
+    """Compute operations as they are called (``True``, the default) or only build
+    the graph (``False``: define-then-run, run it later with ``forward()``).
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> x = agnograd.Variable(shape=(2,))
+    >>> with agnograd.auto_forward(False):
+    ...     y = x * 2 + 1
+    >>> y.array is None, y.shape
+    (True, (2,))
+    >>> x.d = np.array([1.0, 2.0], dtype=np.float32)
+    >>> y.forward(); y.d
+    array([3., 5.], dtype=float32)
+    """
+    return using_config("auto_forward", bool(enabled))
+
+
+def set_auto_forward(enabled: bool) -> None:
+    """Switch auto-forward on or off for this thread until changed again.
+
+    Examples
+    --------
+    >>> import agnograd
+    >>> agnograd.set_auto_forward(False); agnograd.get_auto_forward()
+    False
+    >>> agnograd.set_auto_forward(True)
+    """
+    AUTO_FORWARD.set(bool(enabled))
+
+
+def get_auto_forward() -> bool:
+    """Whether operations compute immediately (eager, the default) in this thread.
+
+    Examples
+    --------
+    >>> import agnograd
+    >>> agnograd.get_auto_forward()
+    True
+    """
+    return AUTO_FORWARD.get()

@@ -14,6 +14,7 @@ from typing import Any
 
 from agnograd._backend import raw_namespace
 from agnograd._config import FUNCTION_HOOKS, using_config
+from agnograd._define_then_run import clear_node_data
 from agnograd._function import FunctionNode
 from agnograd._variable import Variable, VariableNode
 
@@ -25,11 +26,13 @@ def backward(
     retain_grad: bool = False,
     enable_double_backprop: bool = False,
     loss_scale: float | None = None,
+    clear_buffer: bool = False,
 ) -> None:
     """Backpropagate from several outputs at once, accumulating into leaf gradients.
 
     ``grad_outputs`` gives the seed of each output (arrays, Variables or ``None``
-    to use the output's ``.grad``, or ones for a one-element output).
+    to use the output's ``.grad``, or ones for a one-element output). The other
+    options are those of :meth:`Variable.backward`.
 
     Examples
     --------
@@ -54,7 +57,7 @@ def backward(
     seeds = [(node, gy) for node, gy in seeds if node.creator_node is not None]
     seen = {id(gy._data if isinstance(gy, Variable) else gy) for _, gy in seeds}
     with using_config("enable_backprop", enable_double_backprop):
-        results = _run(seeds, enable_double_backprop, retain_grad, targets=None)
+        results = _run(seeds, enable_double_backprop, retain_grad, None, clear_buffer)
     _accumulate_into_leaves(results, enable_double_backprop, seen)
 
 
@@ -109,7 +112,7 @@ def grad(
     ]
     targets = {x._node for x in inputs}
     with using_config("enable_backprop", enable_double_backprop):
-        results = _run(seeds, enable_double_backprop, retain_grad, targets=targets)
+        results = _run(seeds, enable_double_backprop, retain_grad, targets, False)
         gxs: list[Variable | None] = []
         for i, x in enumerate(inputs):
             gx = results.get(x._node)
@@ -218,8 +221,10 @@ def _run(
     double: bool,
     retain_grad: bool,
     targets: set[VariableNode] | None,
+    clear_buffer: bool,
 ) -> dict[VariableNode, Any]:
     """The backward loop. Returns the gradients that reached leaves (or targets)."""
+    keep = {node for node, _ in seeds}
     grads: dict[VariableNode, Any] = {}
     heap: list[tuple[int, int, FunctionNode]] = []
     pushed: set[FunctionNode] = set()
@@ -284,6 +289,8 @@ def _run(
         for hook in func_hooks:
             hook.backward_postprocess(func, in_nodes, gys)
         del gys
+        if clear_buffer:
+            _free(func, keep)
         if len(gxs) != len(indexes):
             if len(gxs) != len(in_nodes):
                 raise ValueError(
@@ -321,6 +328,15 @@ def _run(
                 collected[node] = g
         return collected
     return grads
+
+
+def _free(func: FunctionNode, keep: set[VariableNode]) -> None:
+    """After ``func``'s backward: drop its saved arrays and its outputs' buffers."""
+    func._saved_inputs = func._saved_outputs = None
+    for ref in func.outputs or ():
+        node = ref()
+        if node is not None and node not in keep and not node.persistent:
+            clear_node_data(node)
 
 
 def _cast(gx: Any, dtype: Any) -> Any:

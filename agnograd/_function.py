@@ -8,8 +8,9 @@ from typing import Any
 
 from agnograd import _backend
 from agnograd._backend import _namespaces
-from agnograd._config import ENABLE_BACKPROP, FUNCTION_HOOKS
-from agnograd._variable import Variable, VariableNode, _new_variable
+from agnograd._abstract import Abstract, DataDependent
+from agnograd._config import AUTO_FORWARD, ENABLE_BACKPROP, FUNCTION_HOOKS
+from agnograd._variable import Variable, VariableNode, _empty_variable, _new_variable
 
 _weakref = weakref.ref
 
@@ -55,6 +56,10 @@ class FunctionNode:
     # Set by the engine while backward runs on Variables (double backprop).
     _variables_in_backward = False
 
+    #: False for functions without a gradient (comparisons, ``argmax``, ...): their
+    #: outputs never require one.
+    differentiable = True
+
     #: Set to True in a subclass whose ``backward`` needs Variables (for example
     #: Chainer-style code reading ``gy.array``) even in ordinary backprop.
     backward_receives_variables = False
@@ -89,6 +94,8 @@ class FunctionNode:
         and some input requires a gradient; the node's rank is the largest input
         rank and each output's rank is one more.
         """
+        if not AUTO_FORWARD.get():
+            return self._apply_deferred(inputs)
         # This is the hot path of every operation: loops are written out (no
         # comprehensions, which cost a frame each) and objects are built inline.
         nodes = []
@@ -129,6 +136,8 @@ class FunctionNode:
                 hook.forward_postprocess(self, arrays)
 
         results = []
+        if not self.differentiable:
+            requires_grad = False
         if not (requires_grad and ENABLE_BACKPROP.get()):
             for y in outputs:
                 results.append(_new_variable(y, requires_grad, None, 0))
@@ -147,6 +156,57 @@ class FunctionNode:
         if self._retain_out:
             self._saved_outputs = tuple([outputs[i] for i in self._retain_out])
         return tuple(results)
+
+    def _apply_deferred(self, inputs: Sequence[Any]) -> tuple[Variable, ...]:
+        """Define-then-run: link the graph now, infer output shapes, compute later."""
+        nodes = []
+        xp = None
+        requires_grad = False
+        rank = 0
+        for x in inputs:
+            if not isinstance(x, Variable):
+                x = _as_constant(x)
+            node = x._node
+            nodes.append(node)
+            requires_grad = requires_grad or node.requires_grad
+            rank = max(rank, node.rank)
+            other = _namespace_of_node(node)
+            if xp is None:
+                xp = other
+            elif other is not xp:
+                raise _mixed_backends(self, xp, other)
+        self.xp = xp
+        specs = tuple(Abstract(n.shape, n.dtype, xp) for n in nodes)
+        try:
+            outputs = self.infer(specs)
+        except DataDependent as error:
+            raise TypeError(
+                f"{self.label}: define-then-run cannot infer its output shape ({error}); "
+                f"compute it eagerly (auto_forward(True)) or override {type(self).__name__}.infer"
+            ) from None
+        requires_grad = requires_grad and self.differentiable
+        self.rank = rank
+        self.inputs = tuple(nodes)
+        results = tuple(
+            _empty_variable(shape, dtype, requires_grad, self, rank + 1) for shape, dtype in outputs
+        )
+        self.outputs = tuple(_weakref(r._node) for r in results)
+        return results
+
+    def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:
+        """Output ``(shape, dtype)`` pairs for define-then-run, from abstract inputs.
+
+        The default runs :meth:`forward` on :class:`~agnograd._abstract.Abstract`
+        values that carry only a shape and a dtype; override it for a forward whose
+        output shape depends on the data.
+        """
+        raw_xp = self.xp
+        self.xp = inputs[0].__array_namespace__()
+        try:
+            outputs = self.forward(inputs)
+        finally:
+            self.xp = raw_xp
+        return tuple((tuple(y.shape), y.dtype) for y in outputs)
 
     def retain_inputs(self, indexes: Sequence[int]) -> None:
         """Keep the input arrays at ``indexes`` for backward (call inside forward)."""
@@ -238,6 +298,18 @@ def _variable_of(node: VariableNode, data: Any) -> Variable:
     if var is not None and var._data is data:
         return var
     return Variable._from_node(node, data)
+
+
+def _namespace_of_node(node: VariableNode) -> Any:
+    data = node.data
+    if data is not None:
+        return _backend.raw_namespace(data)
+    if node.creator_node is not None:
+        return node.creator_node.xp
+    raise RuntimeError(
+        f"{node!r} has neither data nor a creator, so its library is unknown; give the "
+        "Variable data (or create it with Variable(shape=..., device=...))"
+    )
 
 
 def _freed_message(func: FunctionNode, what: str) -> str:

@@ -10,34 +10,48 @@ from typing import Any
 
 from agnograd import functions as F
 from agnograd._backend import is_array
+from agnograd._config import no_backprop_mode
 from agnograd._variable import Variable
-from agnograd.functions._core import constant
+from agnograd.functions._core import apply_nondifferentiable
 
 _SCALARS = (bool, int, float, complex)
 
 
-def _comparison(op: Any) -> Any:
+def _comparison(name: str, op: Any) -> Any:
+    def compute(xp: Any, a: Any, b: Any) -> Any:
+        return op(a, b)
+
+    compute.__name__ = name
+
     def compare(self: Variable, other: Any) -> Any:
-        if isinstance(other, Variable):
-            other = other._data
-        elif type(other) not in _SCALARS and not is_array(other):
+        if not isinstance(other, Variable) and type(other) not in _SCALARS and not is_array(other):
             return NotImplemented
-        return constant(op(self._data, other))
+        return apply_nondifferentiable(compute, (self, other), {})
 
     return compare
 
 
-def _reshape(self: Variable, *shape: Any) -> Variable:
+def _reshape(self: Variable, *shape: Any, unlink: bool = False) -> Variable:
     """Return a Variable of the same elements in a new shape (a tuple, ints, ``-1``).
+
+    With ``unlink=True`` (nnabla) the result shares the data but has no creator, so
+    no gradient flows back through it.
 
     Examples
     --------
     >>> import numpy as np, agnograd
     >>> agnograd.Variable(np.arange(6.0)).reshape(2, -1).shape
     (2, 3)
+    >>> agnograd.Variable(np.arange(6.0)).reshape((3, 2), unlink=True).creator is None
+    True
     """
     if len(shape) == 1 and isinstance(shape[0], tuple | list):
         shape = tuple(shape[0])
+    if unlink:
+        with no_backprop_mode():
+            out = F.reshape(self, shape)
+        out.requires_grad = self.requires_grad
+        return out
     return F.reshape(self, shape)
 
 
@@ -72,8 +86,8 @@ def install() -> None:
     V.__rmul__ = F.multiply
     V.__truediv__ = F.divide
     V.__rtruediv__ = lambda self, other: F.divide(other, self)
-    V.__floordiv__ = F.floor_divide
-    V.__rfloordiv__ = lambda self, other: F.floor_divide(other, self)
+    V.__floordiv__ = _comparison("floor_divide", lambda a, b: a // b)
+    V.__rfloordiv__ = _comparison("floor_divide", lambda a, b: b // a)
     V.__pow__ = F.pow
     V.__rpow__ = lambda self, other: F.pow(other, self)
     V.__matmul__ = F.matmul
@@ -82,12 +96,12 @@ def install() -> None:
     V.__pos__ = lambda self: self
     V.__abs__ = F.absolute
     V.__getitem__ = F.get_item
-    V.__eq__ = _comparison(lambda a, b: a == b)
-    V.__ne__ = _comparison(lambda a, b: a != b)
-    V.__lt__ = _comparison(lambda a, b: a < b)
-    V.__le__ = _comparison(lambda a, b: a <= b)
-    V.__gt__ = _comparison(lambda a, b: a > b)
-    V.__ge__ = _comparison(lambda a, b: a >= b)
+    V.__eq__ = _comparison("equal", lambda a, b: a == b)
+    V.__ne__ = _comparison("not_equal", lambda a, b: a != b)
+    V.__lt__ = _comparison("less", lambda a, b: a < b)
+    V.__le__ = _comparison("less_equal", lambda a, b: a <= b)
+    V.__gt__ = _comparison("greater", lambda a, b: a > b)
+    V.__ge__ = _comparison("greater_equal", lambda a, b: a >= b)
     V.__bool__ = _scalar(bool)
     V.__float__ = _scalar(float)
     V.__int__ = _scalar(int)

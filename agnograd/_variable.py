@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 import weakref
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import array_api_compat
@@ -12,6 +13,7 @@ import numpy
 
 from agnograd import _backend
 from agnograd._backend import raw_namespace
+from agnograd._define_then_run import DefineThenRun
 
 if TYPE_CHECKING:
     from agnograd._function import FunctionNode
@@ -43,7 +45,7 @@ class VariableNode:
     >>> x = agnograd.Variable(np.ones(3, dtype=np.float32), name="x")
     >>> y = x * 2
     >>> y.node.creator_node.label, y.node.rank, y.node.label
-    ('Mul', 1, '(3), float32')
+    ('MulConstant', 1, '(3), float32')
     >>> y.node.get_variable() is y
     True
     """
@@ -57,6 +59,7 @@ class VariableNode:
         "rank",
         "shape",
         "dtype",
+        "persistent",
         "__weakref__",
     )
 
@@ -72,6 +75,7 @@ class VariableNode:
         data = variable._data
         self.shape = None if data is None else tuple(data.shape)
         self.dtype = None if data is None else data.dtype
+        self.persistent = False
 
     @property
     def creator(self) -> FunctionNode | None:
@@ -153,7 +157,7 @@ class VariableNode:
         return f"<VariableNode{name} {self.label} rank={self.rank}>"
 
 
-class Variable:
+class Variable(DefineThenRun):
     """An array of any array API library, with a gradient and a place in the graph.
 
     Parameters
@@ -168,6 +172,11 @@ class Variable:
         Initial gradient; same shape, dtype, backend and device as ``data``.
     requires_grad : bool
         Whether backprop computes a gradient for this Variable.
+    shape, need_grad, dtype, device : optional, keyword-only
+        nnabla's form, for define-then-run inputs: ``Variable(shape=(2, 3))``
+        allocates zeros of that shape (``dtype`` float32 by default, on ``device``,
+        NumPy by default) to be fed later through ``d``; ``need_grad`` defaults to
+        ``False`` there, as in nnabla, and overrides ``requires_grad``.
 
     Examples
     --------
@@ -199,7 +208,18 @@ class Variable:
         name: str | None = None,
         grad: Any = None,
         requires_grad: bool = True,
+        shape: Sequence[int] | None = None,
+        need_grad: bool | None = None,
+        dtype: Any = None,
+        device: Any = None,
     ) -> None:
+        if shape is not None:
+            if data is not None:
+                raise TypeError("Variable: give either data or shape, not both")
+            data = _zeros(tuple(shape), dtype, device)
+            requires_grad = bool(need_grad)
+        elif need_grad is not None:
+            requires_grad = bool(need_grad)
         if data is not None and not _backend.is_array(data):
             if isinstance(data, Variable):
                 raise TypeError(
@@ -255,26 +275,28 @@ class Variable:
 
     @property
     def shape(self) -> tuple[int, ...] | None:
-        """Shape of the data array as a tuple (``None`` when uninitialised)."""
-        return None if self._data is None else tuple(self._data.shape)
+        """Shape as a tuple: the data's, or the inferred one before define-then-run
+        computes it (``None`` when uninitialised)."""
+        data = self._data
+        return self._node.shape if data is None else tuple(data.shape)
 
     @property
     def ndim(self) -> int:
         """Number of dimensions."""
-        return len(self._data.shape)
+        return len(self.shape)  # type: ignore[arg-type]
 
     @property
     def size(self) -> int | None:
         """Number of elements (``None`` when a dimension is unknown, as in Dask)."""
-        shape = self._data.shape
-        if any(d is None or d != d for d in shape):
+        shape = self.shape
+        if shape is None or any(d is None or d != d for d in shape):
             return None
         return math.prod(shape)
 
     @property
     def dtype(self) -> Any:
         """Data type of the array, as the backend spells it."""
-        return None if self._data is None else self._data.dtype
+        return self._node.dtype if self._data is None else self._data.dtype
 
     @property
     def xp(self) -> Any:
@@ -551,6 +573,9 @@ class Variable:
         retain_grad: bool = False,
         enable_double_backprop: bool = False,
         loss_scale: float | None = None,
+        *,
+        grad: Any = None,
+        clear_buffer: bool = False,
     ) -> None:
         """Backpropagate from this Variable, accumulating gradients into the leaves.
 
@@ -567,6 +592,12 @@ class Variable:
             Record the backward computation so gradients can be differentiated again.
         loss_scale : float, optional
             Factor applied to the seed gradient.
+        grad : array or scalar, optional
+            nnabla's seed: used instead of ``.grad`` (which stays untouched); a
+            scalar fills an array of this Variable's shape.
+        clear_buffer : bool
+            Free each function's saved arrays and intermediate data as soon as its
+            backward has run (a second backward through the graph then fails).
 
         Examples
         --------
@@ -584,11 +615,18 @@ class Variable:
         """
         from agnograd._engine import backward
 
+        if grad is not None and type(grad) in (bool, int, float, complex):
+            data = self._data
+            grad = raw_namespace(data).full(
+                data.shape, grad, dtype=data.dtype, device=array_api_compat.device(data)
+            )
         backward(
             [self],
+            None if grad is None else [grad],
             retain_grad=retain_grad,
             enable_double_backprop=enable_double_backprop,
             loss_scale=loss_scale,
+            clear_buffer=clear_buffer,
         )
 
     def __array_namespace__(self, /, *, api_version: str | None = None) -> Any:
@@ -734,8 +772,45 @@ def _new_variable(data: Any, requires_grad: bool, creator: Any, rank: int) -> Va
     node.rank = rank
     node.shape = data.shape if data.shape.__class__ is tuple else tuple(data.shape)
     node.dtype = data.dtype
+    node.persistent = False
     var._node = node
     return var
+
+
+def _empty_variable(
+    shape: tuple[int, ...], dtype: Any, requires_grad: bool, creator: Any, rank: int
+) -> Variable:
+    """A Variable whose data define-then-run computes later."""
+    var = _object_new(Variable)
+    var._data = None
+    var._grad_var = None
+    node = _object_new(VariableNode)
+    node._variable = _weakref(var)
+    node.creator_node = creator
+    node._data = None
+    node.name = None
+    node.requires_grad = requires_grad
+    node.rank = rank
+    node.shape = shape
+    node.dtype = dtype
+    node.persistent = False
+    var._node = node
+    return var
+
+
+def _zeros(shape: tuple[int, ...], dtype: Any, device: Any) -> Any:
+    """Zeros for ``Variable(shape=...)``: on ``device``'s library, NumPy by default."""
+    xp = raw_namespace(numpy.empty(0))
+    if device is not None:
+        try:
+            from agnograd._device import get_device  # the Device API, where installed
+        except ImportError:
+            get_device = None
+        if get_device is not None:
+            dev = get_device(device)
+            return dev.xp.zeros(shape, dtype=dtype or dev.xp.float32, device=dev.device)
+        return xp.zeros(shape, dtype=dtype or xp.float32, device=device)
+    return xp.zeros(shape, dtype=dtype or xp.float32)
 
 
 def _rebuild(data: Any, grad: Any, name: str | None, requires_grad: bool) -> Variable:

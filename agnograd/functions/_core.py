@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agnograd._backend import raw_namespace
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
@@ -16,6 +15,11 @@ Rule = Callable[[Any, Any, Any, Any], Any]
 def raw(x: Any) -> Any:
     """The raw array behind a Variable (or ``x`` itself)."""
     return x._data if isinstance(x, Variable) else x
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    """Shape of a Variable (known even before define-then-run computes it) or array."""
+    return x._node.shape if isinstance(x, Variable) else tuple(x.shape)
 
 
 def constant(x: Any) -> Variable:
@@ -79,13 +83,51 @@ def unary(
     return apply
 
 
+class NonDifferentiable(FunctionNode):
+    """A function without a gradient; its outputs never require one.
+
+    It is still a node, so define-then-run can defer it like any other function.
+    ``template`` holds the positional arguments, with ``ARRAY`` where an input goes.
+    """
+
+    differentiable = False
+
+    def __init__(self, compute: Callable[..., Any], template: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.compute = compute
+        self.template = template
+        self.kwargs = kwargs
+
+    @property
+    def label(self) -> str:
+        return getattr(self.compute, "__name__", "NonDifferentiable")
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        it = iter(inputs)
+        args = [next(it) if a is ARRAY else a for a in self.template]
+        return (self.compute(self.xp, *args, **self.kwargs),)
+
+
+ARRAY = object()
+
+
+def apply_nondifferentiable(compute: Callable[..., Any], args: Any, kwargs: dict[str, Any]) -> Variable:
+    """Apply ``compute(xp, *args, **kwargs)`` as a node; Python scalars stay in place."""
+    template = tuple(ARRAY if not _is_scalar(a) and a is not None else a for a in args)
+    arrays = tuple(a for a in args if not _is_scalar(a) and a is not None)
+    kwargs = {k: raw(v) for k, v in kwargs.items()}
+    return NonDifferentiable(compute, template, kwargs).apply(arrays)[0]
+
+
 def nondifferentiable(fn: str, doc: str) -> Callable[..., Variable]:
-    """Wrap the standard function ``fn`` whose result carries no gradient."""
+    """The standard function ``fn`` as a node whose result carries no gradient."""
+
+    def compute(xp: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(xp, fn)(*args, **kwargs)
+
+    compute.__name__ = fn
 
     def apply(*args: Any, **kwargs: Any) -> Variable:
-        arrays = [raw(a) for a in args]
-        xp = raw_namespace(next(a for a in arrays if not _is_scalar(a)))
-        return constant(getattr(xp, fn)(*arrays, **kwargs))
+        return apply_nondifferentiable(compute, args, kwargs)
 
     apply.__name__ = apply.__qualname__ = fn
     apply.__doc__ = doc

@@ -7,6 +7,7 @@ from typing import Any
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
+from agnograd.functions._core import shape_of
 
 
 class MatMul(FunctionNode):
@@ -58,7 +59,7 @@ def matmul(x1: Any, x2: Any, /) -> Variable:
     array([[3., 4.]])
     """
     for name, x in (("x1", x1), ("x2", x2)):
-        shape = (x._data if isinstance(x, Variable) else x).shape
+        shape = shape_of(x)
         if len(shape) == 0:
             raise ValueError(f"matmul: {name} is 0-d; matmul needs at least one dimension")
     return MatMul().apply((x1, x2))[0]

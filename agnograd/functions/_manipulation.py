@@ -8,7 +8,7 @@ from typing import Any
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import raw
+from agnograd.functions._core import shape_of
 from agnograd.functions._statistical import normalize_axes
 
 
@@ -128,7 +128,7 @@ def permute_dims(x: Any, /, axes: tuple[int, ...]) -> Variable:
     >>> F.permute_dims(np.zeros((1, 2, 3)), (2, 0, 1)).shape
     (3, 1, 2)
     """
-    ndim = len(raw(x).shape)
+    ndim = len(shape_of(x))
     if sorted(a % ndim for a in axes) != list(range(ndim)) or len(axes) != ndim:
         raise ValueError(
             f"permute_dims: axes {tuple(axes)} are not a permutation of the {ndim} axes"
@@ -146,7 +146,7 @@ def transpose(x: Any, axes: Sequence[int] | None = None) -> Variable:
     (3, 2)
     """
     if axes is None:
-        axes = tuple(reversed(range(len(raw(x).shape))))
+        axes = tuple(reversed(range(len(shape_of(x)))))
     return permute_dims(x, tuple(axes))
 
 
@@ -159,9 +159,9 @@ def matrix_transpose(x: Any, /) -> Variable:
     >>> F.matrix_transpose(np.zeros((4, 2, 3))).shape
     (4, 3, 2)
     """
-    ndim = len(raw(x).shape)
+    ndim = len(shape_of(x))
     if ndim < 2:
-        raise ValueError(f"matrix_transpose: needs at least 2 dimensions, got shape {raw(x).shape}")
+        raise ValueError(f"matrix_transpose: needs at least 2 dimensions, got shape {shape_of(x)}")
     return PermuteDims((*range(ndim - 2), ndim - 1, ndim - 2)).apply((x,))[0]
 
 
@@ -174,7 +174,7 @@ def expand_dims(x: Any, /, *, axis: int = 0) -> Variable:
     >>> F.expand_dims(np.zeros(3), axis=-1).shape
     (3, 1)
     """
-    shape = list(raw(x).shape)
+    shape = list(shape_of(x))
     ndim = len(shape) + 1
     if not -ndim <= axis < ndim:
         raise ValueError(f"expand_dims: axis {axis} is out of range for {ndim - 1} dimensions")
@@ -191,7 +191,7 @@ def squeeze(x: Any, /, axis: int | tuple[int, ...]) -> Variable:
     >>> F.squeeze(np.zeros((1, 3, 1)), axis=(0, 2)).shape
     (3,)
     """
-    shape = raw(x).shape
+    shape = shape_of(x)
     axes = normalize_axes(axis, len(shape), "squeeze")
     for a in axes:
         if shape[a] != 1:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import array_api_compat
+
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import raw, unary
+from agnograd.functions._core import raw, shape_of, unary
 
 sigmoid = unary(
     "sigmoid",
@@ -124,49 +126,48 @@ def log_softmax(x: Any, axis: int = 1) -> Variable:
 
 
 class SoftmaxCrossEntropy(FunctionNode):
-    """Mean (or per-sample) cross entropy of logits ``x`` (N, C) and labels ``t`` (N,)."""
+    """Cross entropy of logits ``x`` (N, C) against integer labels ``t`` (N,).
 
-    def __init__(self, t: Any, ignore_label: int, reduce: str) -> None:
-        self.t = t
+    ``t`` is input 1 (so define-then-run can feed new labels) and gets no gradient.
+    """
+
+    _retain_in = (0, 1)
+
+    def __init__(self, ignore_label: int, reduce: str) -> None:
         self.ignore_label = ignore_label
         self.reduce = reduce
 
-    def _targets(self, xp: Any, x: Any) -> tuple[Any, Any, Any]:
+    def _targets(self, xp: Any, x: Any, t: Any) -> tuple[Any, Any, Any]:
         """One-hot targets (ignored rows all zero), the valid mask and its count."""
-        t = self.t
         valid = t != self.ignore_label
-        classes = xp.arange(x.shape[1], dtype=t.dtype, device=_device(x))
+        classes = xp.arange(x.shape[1], dtype=t.dtype, device=array_api_compat.device(x))
         onehot = xp.astype(t[:, None] == classes[None, :], x.dtype)
         count = max(int(xp.sum(xp.astype(valid, xp.int32))), 1)
         return onehot, xp.astype(valid, x.dtype), count
 
-    _retain_in = (0,)
+    def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:
+        x = inputs[0]
+        return ((() if self.reduce == "mean" else (x.shape[0],), x.dtype),)
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        (x,) = inputs
+        x, t = inputs
         xp = self.xp
-        onehot, valid, count = self._targets(xp, x)
+        onehot, valid, count = self._targets(xp, x, t)
         losses = -xp.sum(_log_softmax(xp, x, 1) * onehot, axis=1) * valid
         if self.reduce == "mean":
             return (xp.sum(losses) / count,)
         return (losses,)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        (x,) = self.get_retained_inputs()
+        x, t = self.get_retained_inputs()
         (gy,) = grad_outputs
         xp = namespace_of(gy)
-        data = raw(x)
-        onehot, valid, count = self._targets(namespace_of(data), data)
+        data, t = raw(x), raw(t)
+        onehot, valid, count = self._targets(namespace_of(data), data, t)
         p = _softmax(xp, x, 1)
-        if self.reduce == "mean":
-            return ((p - onehot) * valid[:, None] * (gy / count),)
-        return ((p - onehot) * valid[:, None] * xp.reshape(gy, (-1, 1)),)
-
-
-def _device(x: Any) -> Any:
-    import array_api_compat
-
-    return array_api_compat.device(x)
+        scale = gy / count if self.reduce == "mean" else xp.reshape(gy, (-1, 1))
+        gx = (p - onehot) * valid[:, None] * scale
+        return tuple(gx if i == 0 else None for i in indexes)
 
 
 def softmax_cross_entropy(
@@ -176,7 +177,7 @@ def softmax_cross_entropy(
 
     ``x`` has shape ``(N, C)``; samples whose label is ``ignore_label`` count for
     nothing. ``reduce='mean'`` averages over the valid samples, ``'no'`` returns the
-    per-sample losses.
+    per-sample losses. ``t`` receives no gradient.
 
     Examples
     --------
@@ -184,18 +185,17 @@ def softmax_cross_entropy(
     >>> F.softmax_cross_entropy(np.zeros((2, 4)), np.array([0, 3]))
     variable(1.38629436)
     """
-    t = raw(t)
-    xs = raw(x).shape
+    xs, ts = shape_of(x), shape_of(t)
     if len(xs) != 2:
         raise ValueError(f"softmax_cross_entropy: x must be (N, C), got shape {tuple(xs)}")
-    if tuple(t.shape) != (xs[0],):
+    if tuple(ts) != (xs[0],):
         raise ValueError(
             f"softmax_cross_entropy: t must have shape ({xs[0]},) to match x {tuple(xs)}, "
-            f"got {tuple(t.shape)}"
+            f"got {tuple(ts)}"
         )
     if reduce not in ("mean", "no"):
         raise ValueError(f"softmax_cross_entropy: reduce must be 'mean' or 'no', got {reduce!r}")
-    return SoftmaxCrossEntropy(t, ignore_label, reduce).apply((x,))[0]
+    return SoftmaxCrossEntropy(ignore_label, reduce).apply((x, t))[0]
 
 
 def mean_squared_error(x0: Any, x1: Any) -> Variable:

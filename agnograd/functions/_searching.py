@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from agnograd._backend import raw_namespace
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
@@ -14,50 +13,54 @@ _SCALARS = (bool, int, float, complex)
 
 
 class Where(FunctionNode):
-    """``where(condition, x1, x2)`` over the array inputs; scalars are kept in the node."""
+    """``where(condition, x1, x2)``: the condition is input 0 and gets no gradient;
+    Python-scalar branches are kept in the node."""
 
-    def __init__(self, condition: Any, x1: Any, x2: Any) -> None:
-        self.condition = condition
+    def __init__(self, x1: Any, x2: Any) -> None:
         self.scalars = (x1, x2)  # the Python scalar operands; None where an array is given
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         it = iter(inputs)
+        condition = next(it)
         x1, x2 = (next(it) if s is None else s for s in self.scalars)
-        return (self.xp.where(self.condition, x1, x2),)
+        return (self.xp.where(condition, x1, x2),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
         xp = namespace_of(gy)
+        condition = raw(self.get_retained_inputs()[0])
         zero = xp.zeros_like(gy)
-        branches = [i for i, s in enumerate(self.scalars) if s is None]
+        branches = [None, *(i for i, s in enumerate(self.scalars) if s is None)]
         result = []
         for i in indexes:
-            if branches[i] == 0:
-                result.append(xp.where(self.condition, gy, zero))
+            if branches[i] is None:
+                result.append(None)
+            elif branches[i] == 0:
+                result.append(xp.where(condition, gy, zero))
             else:
-                result.append(xp.where(self.condition, zero, gy))
+                result.append(xp.where(condition, zero, gy))
         return tuple(result)
+
+    _retain_in = (0,)
 
 
 def where(condition: Any, x1: Any, x2: Any, /) -> Variable:
     """Elements of ``x1`` where ``condition`` holds, else of ``x2``.
 
-    Either of ``x1`` and ``x2`` may be a Python scalar.
+    Either of ``x1`` and ``x2`` may be a Python scalar; ``condition`` gets no gradient.
 
     Examples
     --------
     >>> import numpy as np, agnograd, agnograd.functions as F
     >>> x = agnograd.Variable(np.array([-1.0, 2.0]))
-    >>> y = F.where(x.array > 0, x, 0.0)
+    >>> y = F.where(x > 0, x, 0.0)
     >>> y
     variable([0., 2.])
     >>> F.sum(y).backward(); x.grad
     array([0., 1.])
     """
-    condition = raw(condition)
+    scalars = tuple(x if type(x) in _SCALARS else None for x in (x1, x2))
     arrays = tuple(x for x in (x1, x2) if type(x) not in _SCALARS)
     if not arrays:
-        xp = raw_namespace(condition)
-        return Variable._new(xp.where(condition, x1, x2), False)
-    scalars = tuple(x if type(x) in _SCALARS else None for x in (x1, x2))
-    return Where(condition, *scalars).apply(arrays)[0]
+        raise TypeError("where: x1 and x2 are both Python scalars; make one of them an array")
+    return Where(*scalars).apply((condition, *arrays))[0]

@@ -14,7 +14,7 @@ from typing import Any
 from agnograd._variable import Variable
 from agnograd.functions import _elementwise as E
 from agnograd.functions import _linalg, _manipulation, _searching, _statistical
-from agnograd.functions._core import constant, raw
+from agnograd.functions._core import constant, nondifferentiable
 
 DIFFERENTIABLE: dict[str, Any] = {
     # elementwise
@@ -131,10 +131,10 @@ class Namespace:
             raise AttributeError(name)
         if name in DIFFERENTIABLE:
             value = DIFFERENTIABLE[name]
-        elif name in NON_DIFFERENTIABLE:
-            value = _wrap_nondifferentiable(getattr(self._raw, name))
-        elif name in CREATION or name in CREATION_LIKE:
-            value = _wrap_nondifferentiable(getattr(self._raw, name))
+        elif name in NON_DIFFERENTIABLE or name in CREATION_LIKE:
+            value = nondifferentiable(name, f"{name} of the backend; the result has no gradient.")
+        elif name in CREATION:
+            value = _creation(getattr(self._raw, name))
         elif name == "asarray":
             value = self._asarray
         elif name in PASSTHROUGH:
@@ -155,13 +155,12 @@ class Namespace:
         return constant(self._raw.asarray(obj, dtype=dtype, device=device, copy=copy))
 
 
-def _wrap_nondifferentiable(fn: Any) -> Any:
+def _creation(fn: Any) -> Any:
     def apply(*args: Any, **kwargs: Any) -> Variable:
-        result = fn(*[raw(a) for a in args], **{k: raw(v) for k, v in kwargs.items()})
-        return constant(result)
+        return constant(fn(*args, **kwargs))
 
     apply.__name__ = getattr(fn, "__name__", "function")
-    apply.__doc__ = f"{apply.__name__} of the backend; the result requires no gradient."
+    apply.__doc__ = f"{apply.__name__} of the backend, as a constant Variable."
     return apply
 
 

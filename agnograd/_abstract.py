@@ -1,0 +1,440 @@
+"""Abstract evaluation: run a forward on shapes and dtypes instead of arrays.
+
+Define-then-run infers every output's shape and dtype when the graph is built,
+before any data exists. Rather than a shape rule per function, the function's own
+forward runs on :class:`Abstract` values, whose namespace computes the shape and
+dtype each array API function would produce. No backend computation happens.
+
+Operations whose result depends on the values (boolean-mask indexing, ``int(x)``)
+raise :class:`DataDependent`; a FunctionNode can then declare its outputs by
+overriding ``FunctionNode.infer``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy
+
+
+class DataDependent(TypeError):
+    """The result's shape or value depends on data that does not exist yet."""
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape the standard's broadcasting rules give ``shapes``.
+
+    Examples
+    --------
+    >>> from agnograd._abstract import broadcast_shapes
+    >>> broadcast_shapes((3, 1), (4,))
+    (3, 4)
+    """
+    ndim = max((len(s) for s in shapes), default=0)
+    result = []
+    for i in range(ndim):
+        sizes = {s[i - ndim + len(s)] for s in shapes if i - ndim + len(s) >= 0} - {1}
+        if len(sizes) > 1:
+            raise ValueError(f"shapes {', '.join(map(str, shapes))} cannot be broadcast together")
+        result.append(sizes.pop() if sizes else 1)
+    return tuple(result)
+
+
+_canonical: dict[tuple[Any, Any], Any] = {}
+
+
+def canonical_dtype(xp: Any, dtype: Any) -> Any:
+    """The dtype object arrays of ``xp`` report (``numpy.float32`` -> ``dtype('float32')``)."""
+    key = (xp, dtype)
+    try:
+        return _canonical[key]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable dtype object: use it as it is
+        return dtype
+    result = _canonical[key] = xp.empty((0,), dtype=dtype).dtype
+    return result
+
+
+def _dummy(shape: tuple[int, ...]) -> numpy.ndarray:
+    # A read-only array of any shape in O(1) memory: a broadcast scalar.
+    return numpy.broadcast_to(numpy.zeros((), dtype=numpy.int8), shape)
+
+
+class Abstract:
+    """A stand-in for an array that has a shape, a dtype and a namespace, but no data.
+
+    Examples
+    --------
+    >>> import array_api_compat.numpy as xp
+    >>> from agnograd._abstract import Abstract
+    >>> a = Abstract((2, 3), xp.float32, xp)
+    >>> b = xp.exp(a) if False else a.__array_namespace__().exp(a)
+    >>> (a @ a.mT + 1.0).shape, b.dtype
+    ((2, 2), dtype('float32'))
+    """
+
+    __slots__ = ("device", "dtype", "shape", "xp")
+    __array_ufunc__ = None
+    __array_priority__ = 300
+
+    def __init__(self, shape: Sequence[int], dtype: Any, xp: Any, device: Any = None) -> None:
+        self.shape = tuple(shape)
+        self.dtype = canonical_dtype(xp, dtype)
+        self.xp = xp
+        self.device = device
+
+    def __repr__(self) -> str:
+        return f"Abstract(shape={self.shape}, dtype={self.dtype})"
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def mT(self) -> Abstract:  # noqa: N802 - the standard's name
+        return self._like((*self.shape[:-2], self.shape[-1], self.shape[-2]))
+
+    @property
+    def T(self) -> Abstract:  # noqa: N802 - the standard's name
+        return self._like(self.shape[::-1])
+
+    def _like(self, shape: tuple[int, ...], dtype: Any = None) -> Abstract:
+        return Abstract(shape, self.dtype if dtype is None else dtype, self.xp, self.device)
+
+    def __array_namespace__(self, api_version: str | None = None) -> AbstractNamespace:
+        return AbstractNamespace(self.xp)
+
+    def __getitem__(self, key: Any) -> Abstract:
+        items = key if isinstance(key, tuple) else (key,)
+        plain = []
+        for k in items:
+            if isinstance(k, Abstract):
+                if _is_bool(self.xp, k.dtype):
+                    raise DataDependent("indexing with a boolean mask has a data-dependent shape")
+                k = _dummy(k.shape)
+            elif hasattr(k, "shape") and hasattr(k, "dtype"):
+                k = numpy.asarray(k) if _is_bool(self.xp, k.dtype) else _dummy(tuple(k.shape))
+            plain.append(k)
+        return self._like(_dummy(self.shape)[tuple(plain)].shape)
+
+    def __bool__(self) -> bool:
+        raise DataDependent("the truth value of an array without data is unknown")
+
+    def __int__(self) -> int:
+        raise DataDependent("the value of an array without data is unknown")
+
+    __float__ = __index__ = __complex__ = __int__  # type: ignore[assignment]
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+
+def _is_bool(xp: Any, dtype: Any) -> bool:
+    return bool(xp.isdtype(dtype, "bool"))
+
+
+def _dtype_of(xp: Any, x: Any, other_dtype: Any = None) -> Any:
+    """dtype of an operand; Python scalars are weak and take the array's dtype."""
+    if hasattr(x, "dtype"):
+        return x.dtype
+    info = xp.__array_namespace_info__().default_dtypes()
+    if isinstance(x, bool):
+        return other_dtype if other_dtype is not None else xp.bool
+    if isinstance(x, int):
+        if other_dtype is not None and not _is_bool(xp, other_dtype):
+            return other_dtype
+        return info["integral"]
+    if isinstance(x, float):
+        if other_dtype is not None and xp.isdtype(other_dtype, ("real floating", "complex floating")):
+            return other_dtype
+        return info["real floating"]
+    if other_dtype is not None and xp.isdtype(other_dtype, "complex floating"):
+        return other_dtype
+    if other_dtype == xp.float32:
+        return xp.complex64
+    return info["complex floating"]
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    return tuple(x.shape) if hasattr(x, "shape") else ()
+
+
+def _result_dtype(xp: Any, *operands: Any) -> Any:
+    dtypes = [o.dtype for o in operands if hasattr(o, "dtype")]
+    dtype = xp.result_type(*dtypes) if len(dtypes) > 1 else dtypes[0]
+    for o in operands:
+        if not hasattr(o, "dtype"):
+            dtype = _dtype_of(xp, o, dtype)
+    return dtype
+
+
+def _result(xp: Any, *operands: Any, dtype: Any = None) -> Abstract:
+    shape = broadcast_shapes(*[_shape(o) for o in operands])
+    if dtype is None:
+        dtype = _result_dtype(xp, *operands)
+    device = next((o.device for o in operands if isinstance(o, Abstract)), None)
+    return Abstract(shape, dtype, xp, device)
+
+
+def _binary_method(reflected: bool = False, boolean: bool = False) -> Any:
+    def method(self: Abstract, other: Any) -> Abstract:
+        if isinstance(other, Abstract | int | float | complex) or (
+            hasattr(other, "shape") and hasattr(other, "dtype")
+        ):
+            return _result(self.xp, self, other, dtype=self.xp.bool if boolean else None)
+        return NotImplemented
+
+    return method
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "pow", "mod", "and", "or", "xor",
+              "lshift", "rshift"):
+    setattr(Abstract, f"__{_name}__", _binary_method())
+    setattr(Abstract, f"__r{_name}__", _binary_method(reflected=True))
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    setattr(Abstract, f"__{_name}__", _binary_method(boolean=True))
+Abstract.__hash__ = object.__hash__  # type: ignore[method-assign]
+Abstract.__neg__ = Abstract.__pos__ = Abstract.__invert__ = lambda self: self._like(self.shape)  # type: ignore[method-assign,assignment]
+Abstract.__abs__ = lambda self: self.__array_namespace__().abs(self)  # type: ignore[method-assign]
+
+
+def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    a2 = (1, *a) if len(a) == 1 else a
+    b2 = (*b, 1) if len(b) == 1 else b
+    if a2[-1] != b2[-2]:
+        raise ValueError(f"matmul: shapes {a} and {b} do not align ({a2[-1]} != {b2[-2]})")
+    shape = (*broadcast_shapes(a2[:-2], b2[:-2]), a2[-2], b2[-1])
+    if len(a) == 1:
+        shape = shape[:-2] + shape[-1:]
+    if len(b) == 1:
+        shape = shape[:-1]
+    return shape
+
+
+Abstract.__matmul__ = lambda self, other: Abstract(  # type: ignore[method-assign]
+    _matmul_shape(self.shape, _shape(other)), _result_dtype(self.xp, self, other), self.xp, self.device
+)
+Abstract.__rmatmul__ = lambda self, other: Abstract(  # type: ignore[method-assign]
+    _matmul_shape(_shape(other), self.shape), _result_dtype(self.xp, self, other), self.xp, self.device
+)
+
+_UNARY = {
+    "acos", "acosh", "asin", "asinh", "atan", "atanh", "bitwise_invert", "ceil", "conj", "cos",
+    "cosh", "exp", "expm1", "floor", "log", "log1p", "log2", "log10", "negative", "positive",
+    "round", "sign", "sin", "sinh", "square", "sqrt", "tan", "tanh", "trunc", "reciprocal",
+}
+_UNARY_REAL = {"abs", "real", "imag"}
+_UNARY_BOOL = {"isfinite", "isinf", "isnan", "logical_not", "signbit"}
+_BINARY = {
+    "add", "atan2", "bitwise_and", "bitwise_left_shift", "bitwise_or", "bitwise_right_shift",
+    "bitwise_xor", "copysign", "divide", "floor_divide", "hypot", "logaddexp", "maximum",
+    "minimum", "multiply", "nextafter", "pow", "remainder", "subtract",
+}
+_BINARY_BOOL = {
+    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
+    "logical_or", "logical_xor",
+}
+_REDUCTIONS = {"sum", "prod", "mean", "max", "min", "var", "std", "all", "any", "argmax",
+               "argmin", "count_nonzero", "logsumexp"}
+
+
+def _reduced(x: Abstract, axis: Any, keepdims: bool) -> tuple[int, ...]:
+    if axis is None:
+        axes = set(range(x.ndim))
+    else:
+        axes = {a % max(x.ndim, 1) for a in ((axis,) if isinstance(axis, int) else axis)}
+    if keepdims:
+        return tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+    return tuple(s for i, s in enumerate(x.shape) if i not in axes)
+
+
+class AbstractNamespace:
+    """The array API namespace of :class:`Abstract` values (shapes and dtypes only)."""
+
+    def __init__(self, xp: Any) -> None:
+        self._xp = xp
+        self.__name__ = f"agnograd.abstract({xp.__name__})"
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        xp = self._xp
+        if name in _UNARY:
+            return lambda x, /, **kw: x._like(x.shape)
+        if name in _UNARY_REAL:
+            return lambda x, /: x._like(x.shape, _real_dtype(xp, x.dtype))
+        if name in _UNARY_BOOL:
+            return lambda x, /: x._like(x.shape, xp.bool)
+        if name in _BINARY:
+            return lambda x1, x2, /: _result(xp, x1, x2)
+        if name in _BINARY_BOOL:
+            return lambda x1, x2, /: _result(xp, x1, x2, dtype=xp.bool)
+        if name in _REDUCTIONS:
+            return lambda x, /, *, axis=None, keepdims=False, **kw: x._like(
+                _reduced(x, axis, keepdims), _reduction_dtype(xp, name, x.dtype, kw.get("dtype"))
+            )
+        method = getattr(self, "_" + name, None)
+        if method is not None:
+            return method
+        if (hasattr(xp, name) and not callable(getattr(xp, name))) or name in (
+            "isdtype", "result_type", "finfo", "iinfo", "can_cast",
+        ):
+            return getattr(xp, name)
+        raise DataDependent(f"no abstract rule for {name!r}")
+
+    def _default(self, kind: str) -> Any:
+        return self._xp.__array_namespace_info__().default_dtypes()[kind]
+
+    # -- creation
+    def _zeros(self, shape: Any, *, dtype: Any = None, device: Any = None) -> Abstract:
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        return Abstract(shape, dtype or self._default("real floating"), self._xp, device)
+
+    _ones = _empty = _zeros
+
+    def _full(self, shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Abstract:
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        return Abstract(shape, dtype or _dtype_of(self._xp, fill_value), self._xp, device)
+
+    def _zeros_like(self, x: Any, /, *, dtype: Any = None, device: Any = None) -> Abstract:
+        return Abstract(_shape(x), dtype or x.dtype, self._xp, device)
+
+    _ones_like = _empty_like = _zeros_like
+
+    def _full_like(self, x: Any, /, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Abstract:
+        return Abstract(_shape(x), dtype or x.dtype, self._xp, device)
+
+    def _arange(self, start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None) -> Abstract:
+        if stop is None:
+            start, stop = 0, start
+        n = max(math.ceil((stop - start) / step), 0)
+        kind = "integral" if all(isinstance(v, int) for v in (start, stop, step)) else "real floating"
+        return Abstract((n,), dtype or self._default(kind), self._xp, device)
+
+    def _eye(self, n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = None, device: Any = None) -> Abstract:
+        return Abstract((n_rows, n_cols or n_rows), dtype or self._default("real floating"), self._xp, device)
+
+    def _asarray(self, obj: Any, /, *, dtype: Any = None, device: Any = None, copy: Any = None) -> Any:
+        if isinstance(obj, Abstract):
+            return obj if dtype is None else obj._like(obj.shape, dtype)
+        if hasattr(obj, "shape") and hasattr(obj, "dtype"):
+            return Abstract(tuple(obj.shape), dtype or obj.dtype, self._xp, device)
+        return Abstract(numpy.shape(obj), dtype or _dtype_of(self._xp, numpy.asarray(obj).flat[0] if numpy.size(obj) else 0.0), self._xp, device)
+
+    # -- manipulation
+    def _astype(self, x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Abstract:
+        return x._like(x.shape, dtype)
+
+    def _reshape(self, x: Any, /, shape: Any, *, copy: Any = None) -> Abstract:
+        shape = list(shape)
+        if -1 in shape:
+            known = math.prod(s for s in shape if s != -1)
+            shape[shape.index(-1)] = x.size // known if known else 0
+        if math.prod(shape) != x.size:
+            raise ValueError(f"reshape: cannot reshape {x.shape} into {tuple(shape)}")
+        return x._like(tuple(shape))
+
+    def _permute_dims(self, x: Any, /, axes: Sequence[int]) -> Abstract:
+        return x._like(tuple(x.shape[a] for a in axes))
+
+    def _matrix_transpose(self, x: Any, /) -> Abstract:
+        return x.mT
+
+    def _broadcast_to(self, x: Any, /, shape: Sequence[int]) -> Abstract:
+        broadcast_shapes(_shape(x), tuple(shape))
+        return Abstract(tuple(shape), x.dtype, self._xp, getattr(x, "device", None))
+
+    def _broadcast_arrays(self, *arrays: Any) -> list[Abstract]:
+        shape = broadcast_shapes(*[_shape(a) for a in arrays])
+        return [self._broadcast_to(a, shape) for a in arrays]
+
+    def _expand_dims(self, x: Any, /, *, axis: int = 0) -> Abstract:
+        shape = list(x.shape)
+        shape.insert(axis % (x.ndim + 1), 1)
+        return x._like(tuple(shape))
+
+    def _squeeze(self, x: Any, /, axis: Any) -> Abstract:
+        return x._like(_reduced(x, axis, keepdims=False))
+
+    def _concat(self, arrays: Sequence[Any], /, *, axis: int | None = 0) -> Abstract:
+        first = arrays[0]
+        dtype = self._xp.result_type(*[a.dtype for a in arrays]) if len(arrays) > 1 else first.dtype
+        if axis is None:
+            return Abstract((sum(math.prod(_shape(a)) for a in arrays),), dtype, self._xp, first.device)
+        axis %= first.ndim
+        shape = list(first.shape)
+        shape[axis] = sum(_shape(a)[axis] for a in arrays)
+        return Abstract(tuple(shape), dtype, self._xp, getattr(first, "device", None))
+
+    def _stack(self, arrays: Sequence[Any], /, *, axis: int = 0) -> Abstract:
+        first = arrays[0]
+        dtype = self._xp.result_type(*[a.dtype for a in arrays]) if len(arrays) > 1 else first.dtype
+        shape = list(first.shape)
+        shape.insert(axis % (first.ndim + 1), len(arrays))
+        return Abstract(tuple(shape), dtype, self._xp, getattr(first, "device", None))
+
+    def _flip(self, x: Any, /, *, axis: Any = None) -> Abstract:
+        return x._like(x.shape)
+
+    def _roll(self, x: Any, /, shift: Any, *, axis: Any = None) -> Abstract:
+        return x._like(x.shape)
+
+    def _where(self, condition: Any, x1: Any, x2: Any, /) -> Abstract:
+        out = _result(self._xp, x1, x2)
+        return Abstract(broadcast_shapes(_shape(condition), out.shape), out.dtype, self._xp, out.device)
+
+    def _clip(self, x: Any, /, min: Any = None, max: Any = None) -> Abstract:  # noqa: A002
+        return x._like(x.shape)
+
+    def _matmul(self, x1: Any, x2: Any, /) -> Abstract:
+        return x1 @ x2 if isinstance(x1, Abstract) else x2.__rmatmul__(x1)
+
+    def _cumulative_sum(self, x: Any, /, *, axis: Any = None, dtype: Any = None, include_initial: bool = False) -> Abstract:
+        shape = list(x.shape)
+        if include_initial:
+            shape[(axis or 0) % x.ndim] += 1
+        return x._like(tuple(shape), _reduction_dtype(self._xp, "sum", x.dtype, dtype))
+
+    _cumulative_prod = _cumulative_sum
+
+    def _take(self, x: Any, indices: Any, /, *, axis: int | None = None) -> Abstract:
+        if axis is None:
+            return x._like(_shape(indices))
+        axis %= x.ndim
+        return x._like((*x.shape[:axis], *_shape(indices), *x.shape[axis + 1 :]))
+
+    def _take_along_axis(self, x: Any, indices: Any, /, *, axis: int = -1) -> Abstract:
+        return x._like(_shape(indices))
+
+    def _sort(self, x: Any, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Abstract:
+        return x._like(x.shape)
+
+    def _argsort(self, x: Any, /, **kwargs: Any) -> Abstract:
+        return x._like(x.shape, self._default("indexing"))
+
+
+def _real_dtype(xp: Any, dtype: Any) -> Any:
+    if xp.isdtype(dtype, "complex floating"):
+        return xp.float32 if dtype == xp.complex64 else xp.float64
+    return dtype
+
+
+def _reduction_dtype(xp: Any, name: str, dtype: Any, requested: Any) -> Any:
+    if requested is not None:
+        return requested
+    if name in ("all", "any"):
+        return xp.bool
+    if name in ("argmax", "argmin", "count_nonzero"):
+        return xp.__array_namespace_info__().default_dtypes()["indexing"]
+    if name in ("sum", "prod") and xp.isdtype(dtype, ("integral", "bool")):
+        return xp.__array_namespace_info__().default_dtypes()["integral"]
+    if name in ("var", "std"):
+        return _real_dtype(xp, dtype)
+    return dtype
