@@ -101,8 +101,8 @@ def forward_all(
     ...     b = F.sum(x * 3)
     >>> x.d = np.array([0.0, 1.0], dtype=np.float32)
     >>> agnograd.forward_all([a, b])
-    >>> a.d.tolist(), float(b.d)
-    ([1.0, 2.7182817459106445], 3.0)
+    >>> np.round(a.d, 3).tolist(), float(b.d)
+    ([1.0, 2.718], 3.0)
     """
     keep = {v._node for v in variables}
     funcs = functions_of(keep)
