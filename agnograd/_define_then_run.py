@@ -101,7 +101,7 @@ def forward_all(
     ...     b = F.sum(x * 3)
     >>> x.d = np.array([0.0, 1.0], dtype=np.float32)
     >>> agnograd.forward_all([a, b])
-    >>> np.round(a.d, 3).tolist(), float(b.d)
+    >>> [round(float(v), 3) for v in a.d], float(b.d)
     ([1.0, 2.718], 3.0)
     """
     keep = {v._node for v in variables}
