@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import importlib.util
+import weakref
 from typing import Any
 
 import array_api_compat
@@ -74,19 +76,85 @@ def is_array(obj: Any) -> bool:
 # ---------------------------------------------------------------------------------
 # Adapters
 
+# Adapters added at run time with register_adapter (tests, interactive use), after
+# the ones found through entry points.
+_registered: list[Any] = []
+# name -> why its entry point could not be loaded (reported in device errors).
+_load_errors: dict[str, str] = {}
+
 
 @functools.cache
 def _adapters() -> tuple[Any, ...]:
     found = []
     for entry in importlib.metadata.entry_points(group="agnograd.backends"):
-        adapter = entry.load()
+        try:
+            adapter = entry.load()
+        except Exception as error:  # noqa: BLE001 - a broken plug-in must not break agnograd
+            _load_errors[entry.name] = f"{type(error).__name__}: {error}"
+            continue
         found.append(adapter)
-    return tuple(found)
+    return (*found, *_registered)
 
 
 def adapter_names() -> list[str]:
     """Names of the adapters registered in the ``agnograd.backends`` entry-point group."""
     return [a.name for a in _adapters()]
+
+
+def register_adapter(adapter: Any) -> None:
+    """Add ``adapter`` for this process, as if it had been found as an entry point.
+
+    Meant for trying an adapter before packaging it; a package registers its adapter
+    in the ``agnograd.backends`` entry-point group instead. An adapter with the
+    same name as an existing one replaces it.
+
+    Examples
+    --------
+    >>> from agnograd import Adapter
+    >>> from agnograd._backend import adapter_named, register_adapter
+    >>> register_adapter(Adapter(name="doclib", modules=("doclib",)))
+    >>> adapter_named("doclib").modules
+    ('doclib',)
+    """
+    _registered[:] = [a for a in _registered if a.name != adapter.name]
+    _registered.append(adapter)
+    _adapters.cache_clear()
+    _adapter_cache.clear()
+
+
+def adapter_named(name: str) -> Any:
+    """The adapter called ``name``; ``ValueError`` listing the installed ones if none is.
+
+    A name registered twice resolves to the one registered last.
+    """
+    for adapter in reversed(_adapters()):
+        if adapter.name == name:
+            return adapter
+    broken = f" (its adapter failed to load: {_load_errors[name]})" if name in _load_errors else ""
+    raise ValueError(
+        f"unknown backend {name!r}{broken}; installed backends: "
+        f"{', '.join(installed_backends()) or 'none'}"
+    )
+
+
+def installed_backends() -> list[str]:
+    """Names of the adapters whose library is installed (found without importing it).
+
+    Examples
+    --------
+    >>> from agnograd._backend import installed_backends
+    >>> "numpy" in installed_backends()
+    True
+    """
+    names = []
+    for adapter in _adapters():
+        try:
+            found = importlib.util.find_spec(adapter.modules[0]) is not None
+        except (ImportError, ValueError, IndexError):
+            found = False
+        if found and adapter.name not in names:
+            names.append(adapter.name)
+    return names
 
 
 _adapter_cache: dict[type, Any] = {}
@@ -99,9 +167,14 @@ def adapter_for(array: Any) -> Any:
         return _adapter_cache[cls]
     except KeyError:
         pass
-    owner = next((a for a in _adapters() if a.owns(cls)), None)
+    owner = next((a for a in reversed(_adapters()) if a.owns(cls)), None)
     _adapter_cache[cls] = owner
     return owner
+
+
+# Leaves whose data moved (Variable.to_device, to_chx, ...) after a graph may have
+# saved their old arrays: the engine brings their gradients to where the data is now.
+moved_leaves: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def scatter_add_flat(dst: Any, positions: Any, values: Any) -> Any:

@@ -148,6 +148,8 @@ def _same_length(a: list[Any], b: list[Any], op: str, name_a: str, name_b: str) 
 def _seed(
     y: Variable, gy: Any, loss_scale: float | None, double: bool, op: str
 ) -> tuple[VariableNode, Any]:
+    """The initial gradient of output ``y``; ``backward`` (not ``grad``) stores ones
+    it made up in ``y.grad``, as Chainer does."""
     if not isinstance(y, Variable):
         raise TypeError(f"{op}: outputs must be Variables, got {type(y).__name__}")
     data = y._data
@@ -165,7 +167,8 @@ def _seed(
                 "before calling backward"
             )
         gy = raw_namespace(data).ones_like(data)
-        y._grad_var = Variable._new(gy, False)
+        if op == "backward":
+            y._grad_var = Variable._new(gy, False)
     if loss_scale is not None:
         gy = gy * loss_scale
     if double and not isinstance(gy, Variable):
