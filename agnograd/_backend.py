@@ -46,6 +46,11 @@ def raw_namespace(array: Any) -> Any:
         )
     if isinstance(array, Abstract):
         return array.__array_namespace__()  # depends on the instance: never cached
+    if not is_array(array):
+        raise TypeError(
+            f"expected a raw array of an array API library, got {type(array).__module__}."
+            f"{type(array).__qualname__}"
+        )
     try:
         xp = array_api_compat.array_namespace(array)
     except TypeError:
@@ -64,11 +69,21 @@ def backend_name(xp: Any) -> str:
     return name.removeprefix("array_api_compat.")
 
 
+# Types that speak the array API but wrap arrays (agnograd's Variable): never raw.
+_wrappers: set[type] = set()
+
+
+def register_wrapper(cls: type) -> None:
+    """Mark ``cls`` as a wrapper of arrays, so it is never taken for a raw array."""
+    _wrappers.add(cls)
+
+
 def is_array(obj: Any) -> bool:
     """Whether ``obj`` is an array of some array API library (Variables excluded)."""
-    if type(obj) in _namespaces:
+    cls = type(obj)
+    if cls in _namespaces:
         return True
-    if type(obj) in _SCALARS or obj is None:
+    if cls in _SCALARS or obj is None or any(issubclass(cls, w) for w in _wrappers):
         return False
     return array_api_compat.is_array_api_obj(obj)
 

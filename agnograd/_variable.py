@@ -798,6 +798,9 @@ def _empty_variable(
     return var
 
 
+_backend.register_wrapper(Variable)
+
+
 def _zeros(shape: tuple[int, ...], dtype: Any, device: Any) -> Any:
     """Zeros for ``Variable(shape=...)``: on ``device``'s library, NumPy by default."""
     xp = raw_namespace(numpy.empty(0))

@@ -19,8 +19,12 @@ from agnograd._variable import Variable
 _BASIC = (int, slice, type(Ellipsis), type(None))
 
 
-def normalize_key(key: Any, xp: Any, device: Any) -> Any:
-    """Replace Variables by their arrays and Python lists by integer/bool arrays."""
+def normalize_key(key: Any, xp: Any, device: Any, ndim: int) -> Any:
+    """Replace Variables by their arrays and Python lists by integer/bool arrays.
+
+    A basic key that names fewer axes than the array has gets a trailing ``...``
+    (NumPy's reading of ``x[0]``, which the standard spells ``x[0, ...]``).
+    """
     items = key if isinstance(key, tuple) else (key,)
     out = []
     for k in items:
@@ -29,6 +33,10 @@ def normalize_key(key: Any, xp: Any, device: Any) -> Any:
         elif isinstance(k, list):
             k = xp.asarray(k, device=device)
         out.append(k)
+    if is_basic(tuple(out)) and Ellipsis not in out:
+        if sum(k is not None for k in out) < ndim:
+            out.append(Ellipsis)
+        return tuple(out)
     return tuple(out) if isinstance(key, tuple) else out[0]
 
 
@@ -103,5 +111,7 @@ def get_item(x: Any, slices: Any) -> Variable:
     array([1., 0., 2.])
     """
     data = x._data if isinstance(x, Variable) else x
-    key = normalize_key(slices, raw_namespace(data), array_api_compat.device(data))
+    if data is None:  # define-then-run: the key is taken as it is
+        return GetItem(slices).apply((x,))[0]
+    key = normalize_key(slices, raw_namespace(data), array_api_compat.device(data), data.ndim)
     return GetItem(key).apply((x,))[0]

@@ -65,7 +65,7 @@ class Concat(FunctionNode):
         for node in inputs:
             bounds.append(bounds[-1] + node.shape[axis])
         lead = (slice(None),) * axis
-        return tuple([gy[(*lead, slice(bounds[i], bounds[i + 1]))] for i in indexes])
+        return tuple([gy[(*lead, slice(bounds[i], bounds[i + 1]), ...)] for i in indexes])
 
 
 class Stack(FunctionNode):
@@ -78,7 +78,7 @@ class Stack(FunctionNode):
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
         lead = (slice(None),) * (self.axis % len(gy.shape))
-        return tuple([gy[(*lead, i)] for i in indexes])
+        return tuple([gy[(*lead, i, ...)] for i in indexes])
 
 
 class AsType(FunctionNode):
