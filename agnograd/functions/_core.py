@@ -134,5 +134,15 @@ def nondifferentiable(fn: str, doc: str) -> Callable[..., Variable]:
     return apply
 
 
+class Bound:
+    """A table entry made per backend: ``factory(raw_namespace)`` gives the function.
+
+    Used by functions with no array argument to tell the backend (``zeros``).
+    """
+
+    def __init__(self, factory: Callable[[Any], Any]) -> None:
+        self.factory = factory
+
+
 def _is_scalar(a: Any) -> bool:
     return type(a) in (bool, int, float, complex)

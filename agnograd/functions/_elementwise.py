@@ -417,3 +417,32 @@ less = nondifferentiable("less", "Elementwise ``x1 < x2`` (no gradient).")
 less_equal = nondifferentiable("less_equal", "Elementwise ``x1 <= x2`` (no gradient).")
 greater = nondifferentiable("greater", "Elementwise ``x1 > x2`` (no gradient).")
 greater_equal = nondifferentiable("greater_equal", "Elementwise ``x1 >= x2`` (no gradient).")
+
+
+DIFFERENTIABLE = {
+    "abs": absolute,
+    "add": add,
+    "cos": cos,
+    "divide": divide,
+    "exp": exp,
+    "log": log,
+    "multiply": multiply,
+    "negative": negative,
+    "pow": pow,
+    "sin": sin,
+    "sqrt": sqrt,
+    "square": square,
+    "subtract": subtract,
+    "tanh": tanh,
+}
+NON_DIFFERENTIABLE = {
+    "equal": equal,
+    "floor_divide": floor_divide,
+    "greater": greater,
+    "greater_equal": greater_equal,
+    "less": less,
+    "less_equal": less_equal,
+    "not_equal": not_equal,
+    "sign": sign,
+}
+UNSUPPORTED: dict[str, str] = {}

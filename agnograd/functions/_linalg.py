@@ -8,6 +8,7 @@ from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
 from agnograd.functions._core import shape_of
+from agnograd.functions._manipulation import matrix_transpose
 
 
 class MatMul(FunctionNode):
@@ -74,7 +75,10 @@ def linear(x: Any, W: Any, b: Any = None) -> Variable:  # noqa: N803 - Chainer's
     >>> F.linear(np.ones((1, 2)), np.array([[1.0, 2.0]]), np.array([0.5]))
     variable([[3.5]])
     """
-    from agnograd.functions._manipulation import matrix_transpose
-
     y = matmul(x, matrix_transpose(W))
     return y if b is None else y + b
+
+
+DIFFERENTIABLE = {"matmul": matmul, "matrix_transpose": matrix_transpose}
+NON_DIFFERENTIABLE: dict[str, object] = {}
+UNSUPPORTED: dict[str, str] = {}

@@ -236,3 +236,18 @@ def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> V
     variable([1.5])
     """
     return AsType(dtype).apply((x,))[0]
+
+
+DIFFERENTIABLE = {
+    "broadcast_to": broadcast_to,
+    "concat": concat,
+    "expand_dims": expand_dims,
+    "permute_dims": permute_dims,
+    "reshape": reshape,
+    "squeeze": squeeze,
+    "stack": stack,
+    # data type functions
+    "astype": astype,
+}
+NON_DIFFERENTIABLE: dict[str, object] = {}
+UNSUPPORTED: dict[str, str] = {}

@@ -7,7 +7,7 @@ from typing import Any
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import raw
+from agnograd.functions._core import nondifferentiable, raw
 
 _SCALARS = (bool, int, float, complex)
 
@@ -64,3 +64,11 @@ def where(condition: Any, x1: Any, x2: Any, /) -> Variable:
     if not arrays:
         raise TypeError("where: x1 and x2 are both Python scalars; make one of them an array")
     return Where(*scalars).apply((condition, *arrays))[0]
+
+
+DIFFERENTIABLE = {"where": where}
+NON_DIFFERENTIABLE = {
+    name: nondifferentiable(name, f"``{name}`` of the backend; the result has no gradient.")
+    for name in ("argmax", "argmin")
+}
+UNSUPPORTED: dict[str, str] = {}

@@ -94,3 +94,8 @@ def mean(
     variable(3.)
     """
     return Mean(axis, keepdims).apply((x,))[0]
+
+
+DIFFERENTIABLE = {"mean": mean, "sum": sum}
+NON_DIFFERENTIABLE: dict[str, object] = {}
+UNSUPPORTED: dict[str, str] = {}

@@ -1,77 +1,41 @@
 """agnograd's differentiable namespace: the array API, bound to one backend.
 
-Every name resolves through one of three tables: differentiable functions (with a
-rule), non-differentiable ones (their results require no gradient) and the
-backend's constants and dtypes, which pass through unchanged. A name in none of
-them is an ``AttributeError`` that says so, never a silently non-differentiable
-fallback.
+Every name resolves through the tables of the chapter modules (elementwise,
+statistical, manipulation, ...): differentiable functions (with a rule),
+non-differentiable ones (their results require no gradient) and unsupported ones
+(with the reason). Dtypes, constants and dtype queries pass through from the
+backend. A name in none of them is an ``AttributeError`` that says so, never a
+silently non-differentiable fallback.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from agnograd._backend import backend_name
 from agnograd._variable import Variable
-from agnograd.functions import _elementwise as E
-from agnograd.functions import _linalg, _manipulation, _searching, _statistical
-from agnograd.functions._core import constant, nondifferentiable
+from agnograd.functions import (
+    _creation,
+    _elementwise,
+    _linalg,
+    _manipulation,
+    _searching,
+    _statistical,
+)
+from agnograd.functions._core import Bound, constant
+from agnograd.functions._manipulation import astype
 
-DIFFERENTIABLE: dict[str, Any] = {
-    # elementwise
-    "abs": E.absolute,
-    "add": E.add,
-    "cos": E.cos,
-    "divide": E.divide,
-    "exp": E.exp,
-    "log": E.log,
-    "multiply": E.multiply,
-    "negative": E.negative,
-    "pow": E.pow,
-    "sin": E.sin,
-    "sqrt": E.sqrt,
-    "square": E.square,
-    "subtract": E.subtract,
-    "tanh": E.tanh,
-    # statistical
-    "mean": _statistical.mean,
-    "sum": _statistical.sum,
-    # manipulation
-    "astype": _manipulation.astype,
-    "broadcast_to": _manipulation.broadcast_to,
-    "concat": _manipulation.concat,
-    "expand_dims": _manipulation.expand_dims,
-    "permute_dims": _manipulation.permute_dims,
-    "reshape": _manipulation.reshape,
-    "squeeze": _manipulation.squeeze,
-    "stack": _manipulation.stack,
-    # searching
-    "where": _searching.where,
-    # linear algebra
-    "matmul": _linalg.matmul,
-    "matrix_transpose": _manipulation.matrix_transpose,
-}
+CHAPTERS = (_creation, _elementwise, _linalg, _manipulation, _searching, _statistical)
 
-NON_DIFFERENTIABLE = {
-    "equal",
-    "floor_divide",
-    "greater",
-    "greater_equal",
-    "less",
-    "less_equal",
-    "not_equal",
-    "sign",
-    "isnan",
-    "isinf",
-    "isfinite",
-    "argmax",
-    "argmin",
-    "argsort",
-    "all",
-    "any",
-}
+DIFFERENTIABLE: dict[str, Any] = {}
+NON_DIFFERENTIABLE: dict[str, Any] = {}
+UNSUPPORTED: dict[str, str] = {}
+for _chapter in CHAPTERS:
+    DIFFERENTIABLE.update(_chapter.DIFFERENTIABLE)
+    NON_DIFFERENTIABLE.update(_chapter.NON_DIFFERENTIABLE)
+    UNSUPPORTED.update(_chapter.UNSUPPORTED)
 
-CREATION_LIKE = {"zeros_like", "ones_like", "empty_like", "full_like"}
-CREATION = {"zeros", "ones", "empty", "full", "arange", "eye", "linspace"}
+#: Names taken from the backend as they are: dtypes, constants, dtype queries.
 PASSTHROUGH = {
     "bool",
     "int8",
@@ -97,6 +61,7 @@ PASSTHROUGH = {
     "result_type",
     "can_cast",
     "__array_api_version__",
+    "__array_namespace_info__",
 }
 
 
@@ -116,52 +81,50 @@ class Namespace:
     array([1.64872127, 2.71828183])
     """
 
-    def __init__(self, raw_namespace: Any) -> None:
+    def __init__(self, raw_namespace: Any, prefix: str = "") -> None:
         self._raw = raw_namespace
+        self._prefix = prefix
         # array-api-compat tells namespaces apart by __name__.
-        self.__name__ = f"agnograd.namespace({raw_namespace.__name__})"
+        self.__name__ = f"agnograd.namespace({raw_namespace.__name__}){prefix.rstrip('.')}"
 
     def __repr__(self) -> str:
-        from agnograd._backend import backend_name
-
-        return f"<agnograd namespace for {backend_name(self._raw)}>"
+        where = f" ({self._prefix.rstrip('.')})" if self._prefix else ""
+        return f"<agnograd namespace for {backend_name(self._raw)}{where}>"
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") and name != "__array_api_version__":
+        if name.startswith("__") and name not in PASSTHROUGH:
             raise AttributeError(name)
-        if name in DIFFERENTIABLE:
-            value = DIFFERENTIABLE[name]
-        elif name in NON_DIFFERENTIABLE or name in CREATION_LIKE:
-            value = nondifferentiable(name, f"{name} of the backend; the result has no gradient.")
-        elif name in CREATION:
-            value = _creation(getattr(self._raw, name))
-        elif name == "asarray":
+        key = self._prefix + name
+        if key in DIFFERENTIABLE:
+            value = DIFFERENTIABLE[key]
+        elif key in NON_DIFFERENTIABLE:
+            value = NON_DIFFERENTIABLE[key]
+        elif key == "asarray":
             value = self._asarray
-        elif name in PASSTHROUGH:
+        elif not self._prefix and name in PASSTHROUGH:
             value = getattr(self._raw, name)
+        elif any(k.startswith(key + ".") for k in (*DIFFERENTIABLE, *NON_DIFFERENTIABLE)):
+            value = Namespace(getattr(self._raw, name), prefix=key + ".")
+        elif key in UNSUPPORTED:
+            raise AttributeError(f"agnograd's namespace does not support {key!r}: {UNSUPPORTED[key]}")
         else:
             raise AttributeError(
-                f"agnograd's namespace has no function {name!r} yet; it is neither "
-                "differentiable nor listed as non-differentiable"
+                f"agnograd's namespace has no {key!r}: it is neither a differentiable nor a "
+                "non-differentiable function of the array API standard that agnograd supports"
             )
+        if isinstance(value, Bound):
+            value = value.factory(self._raw)
         setattr(self, name, value)  # cache: later lookups skip __getattr__
         return value
 
-    def _asarray(self, obj: Any, /, *, dtype: Any = None, device: Any = None, copy: Any = None) -> Any:
+    def _asarray(
+        self, obj: Any, /, *, dtype: Any = None, device: Any = None, copy: Any = None
+    ) -> Any:
         if isinstance(obj, Variable):
             if dtype is not None and dtype != obj.dtype:
-                return _manipulation.astype(obj, dtype)
+                return astype(obj, dtype)
             return obj
         return constant(self._raw.asarray(obj, dtype=dtype, device=device, copy=copy))
 
 
-def _creation(fn: Any) -> Any:
-    def apply(*args: Any, **kwargs: Any) -> Variable:
-        return constant(fn(*args, **kwargs))
-
-    apply.__name__ = getattr(fn, "__name__", "function")
-    apply.__doc__ = f"{apply.__name__} of the backend, as a constant Variable."
-    return apply
-
-
-__all__ = ["DIFFERENTIABLE", "NON_DIFFERENTIABLE", "Namespace"]
+__all__ = ["CHAPTERS", "DIFFERENTIABLE", "NON_DIFFERENTIABLE", "UNSUPPORTED", "Namespace"]

@@ -1,0 +1,288 @@
+"""Per-op overhead: a 200-op elementwise chain on an (8,) float64 array.
+
+Forward and backward of the chain, in microseconds per op, for agnograd on NumPy
+arrays, hand-written NumPy (forward storing intermediates, backward by hand),
+torch.autograd on float64 CPU tensors, agnograd on torch tensors, and HIPS
+autograd and mygrad when they are installed. The arrays are so small that the
+time is almost all Python overhead: graph recording, dispatch and the backward
+loop.
+
+Targets (issue 2): agnograd-numpy at most 0.5x torch.autograd and at most 3x the
+hand-written NumPy.
+
+Run ``python benchmarks/bench_overhead.py [--rounds N] [--quick] [--profile]``.
+"""
+
+import os
+
+# Before anything imports NumPy: BLAS reads these once, when it is loaded. Two BLAS
+# threads stall on a busy two-core machine, and one thread makes contestants comparable.
+os.environ.update(
+    dict.fromkeys(("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1")
+)
+
+import statistics
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import _harness
+import numpy as np
+
+import agnograd
+import agnograd.functions as F
+
+SIZE = 8
+BLOCK = 8  # ops per block of the chain (see chain)
+OPS = 200
+TARGETS = {"hand": 3.0, "torch": 0.5}
+
+
+def chain(h: Any, x: Any, w: Any, tanh: Any, exp: Any, sin: Any, blocks: int) -> Any:
+    """The benchmarked computation: ``blocks`` blocks of eight elementwise ops.
+
+    Each block mixes unary functions, operations with Python scalars and with
+    other Variables (a leaf ``w``, the input ``x`` and a skip connection), and
+    keeps values in a bounded range however long the chain is.
+    """
+    for _ in range(blocks):
+        a = tanh(h)
+        b = a * 0.5
+        c = exp(b)
+        d = c - 1.0
+        e = d * w
+        f = e + x
+        g = sin(f)
+        h = g + b
+    return h
+
+
+def hand_forward(x: np.ndarray, w: np.ndarray, blocks: int) -> tuple[np.ndarray, list[Any]]:
+    """The chain's forward written by hand, keeping what the backward needs."""
+    saved = []
+    h = x
+    for _ in range(blocks):
+        a = np.tanh(h)
+        b = a * 0.5
+        c = np.exp(b)
+        d = c - 1.0
+        e = d * w
+        f = e + x
+        g = np.sin(f)
+        h = g + b
+        saved.append((a, c, d, f))
+    return h, saved
+
+
+def hand_numpy(x: np.ndarray, w: np.ndarray, seed: np.ndarray, blocks: int) -> Callable[[], Any]:
+    """The chain written by hand: forward keeps what the backward needs."""
+
+    def step() -> tuple[np.ndarray, np.ndarray]:
+        _, saved = hand_forward(x, w, blocks)
+        gx = np.zeros_like(x)
+        gw = np.zeros_like(w)
+        gh = seed
+        for a, c, d, f in reversed(saved):
+            # h = g + b: both get gh; g = sin(f); f = e + x; e = d * w; d = c - 1
+            gf = gh * np.cos(f)
+            gx += gf
+            gw += gf * d
+            gc = gf * w
+            gb = gh + gc * c  # b feeds exp (through c) and the skip connection
+            ga = gb * 0.5
+            gh = ga * (1.0 - a * a)
+        gx += gh  # h0 is x itself
+        return gx, gw
+
+    return step
+
+
+def forward_only(x: np.ndarray, w: np.ndarray, blocks: int, torch: Any) -> dict[str, Any]:
+    """The forward alone (graph recorded, no backward), to split the time by phase."""
+    xv = agnograd.Variable(x)
+    wv = agnograd.Variable(w)
+    steps = {
+        "hand-numpy (forward)": lambda: hand_forward(x, w, blocks),
+        "agnograd-numpy (forward)": lambda: chain(xv, xv, wv, F.tanh, F.exp, F.sin, blocks),
+    }
+    if torch is not None:
+        xt = torch.tensor(x, requires_grad=True)
+        wt = torch.tensor(w, requires_grad=True)
+        steps["torch.autograd (forward)"] = lambda: chain(
+            xt, xt, wt, torch.tanh, torch.exp, torch.sin, blocks
+        )
+    return steps
+
+
+def agnograd_step(x: Any, w: Any, seed: Any, blocks: int) -> Callable[[], Any]:
+    """agnograd on the arrays' own library (NumPy or torch)."""
+    xv = agnograd.Variable(x)
+    wv = agnograd.Variable(w)
+
+    def step() -> tuple[Any, Any]:
+        xv.cleargrad()
+        wv.cleargrad()
+        y = chain(xv, xv, wv, F.tanh, F.exp, F.sin, blocks)
+        y.grad = seed
+        y.backward()
+        return xv.grad, wv.grad
+
+    return step
+
+
+def torch_step(torch: Any, x: Any, w: Any, seed: Any, blocks: int) -> Callable[[], Any]:
+    xt = torch.tensor(x, requires_grad=True)
+    wt = torch.tensor(w, requires_grad=True)
+    st = torch.tensor(seed)
+
+    def step() -> tuple[Any, Any]:
+        xt.grad = None
+        wt.grad = None
+        y = chain(xt, xt, wt, torch.tanh, torch.exp, torch.sin, blocks)
+        y.backward(st)
+        return xt.grad, wt.grad
+
+    return step
+
+
+def hips_step(x: np.ndarray, w: np.ndarray, seed: np.ndarray, blocks: int) -> Callable[[], Any]:
+    import autograd
+    import autograd.numpy as anp
+
+    def f(params: tuple[Any, Any]) -> Any:
+        xa, wa = params
+        return chain(xa, xa, wa, anp.tanh, anp.exp, anp.sin, blocks)
+
+    def step() -> Any:
+        vjp, _ = autograd.make_vjp(f)((x, w))
+        return vjp(seed)
+
+    return step
+
+
+def mygrad_step(x: np.ndarray, w: np.ndarray, seed: np.ndarray, blocks: int) -> Callable[[], Any]:
+    import mygrad as mg
+
+    xt = mg.Tensor(x)
+    wt = mg.Tensor(w)
+
+    def step() -> tuple[Any, Any]:
+        y = chain(xt, xt, wt, mg.tanh, mg.exp, mg.sin, blocks)
+        y.backward(seed)
+        return xt.grad, wt.grad
+
+    return step
+
+
+def contestants(ops: int, skip: set[str], split: bool) -> tuple[dict[str, Callable[[], Any]], int]:
+    """The contestants' step functions, checked against the hand-written gradients."""
+    blocks = max(1, ops // BLOCK)
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1.0, 1.0, SIZE)
+    w = rng.uniform(0.5, 1.5, SIZE)
+    seed = np.ones(SIZE)
+    steps: dict[str, Callable[[], Any]] = {
+        "hand-numpy": hand_numpy(x, w, seed, blocks),
+        "agnograd-numpy": agnograd_step(x, w, seed, blocks),
+    }
+    torch = _harness.torch_single_thread()
+    if torch is not None:
+        steps["torch.autograd"] = torch_step(torch, x, w, seed, blocks)
+        steps["agnograd-torch"] = agnograd_step(
+            torch.tensor(x), torch.tensor(w), torch.tensor(seed), blocks
+        )
+    if _harness.optional_import("autograd") is not None:
+        steps["autograd"] = hips_step(x, w, seed, blocks)
+    if _harness.optional_import("mygrad") is not None:
+        steps["mygrad"] = mygrad_step(x, w, seed, blocks)
+    steps = {k: v for k, v in steps.items() if k not in skip or k == "hand-numpy"}
+    want = steps["hand-numpy"]()
+    for name, step in steps.items():
+        _harness.check_close(name, step(), want, rtol=1e-9)
+    if split:
+        steps.update(forward_only(x, w, blocks, torch))
+    return steps, blocks * BLOCK
+
+
+def profile(steps: dict[str, Callable[[], Any]], ops: int) -> None:
+    """Print where agnograd-numpy spends its time (cProfile, top functions)."""
+    import cProfile
+    import pstats
+
+    step = steps["agnograd-numpy"]
+    n = max(1, 20000 // ops)
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        step()
+    prof.disable()
+    print(f"\ncProfile of agnograd-numpy, {n} forward+backward passes of {ops} ops:")
+    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = _harness.parser(__doc__.splitlines()[0], rounds=51, batch_seconds=0.01)
+    p.add_argument("--ops", type=int, default=OPS, help=f"ops in the chain (default {OPS})")
+    p.add_argument("--profile", action="store_true", help="also cProfile agnograd-numpy")
+    p.add_argument(
+        "--split",
+        action="store_true",
+        help="also time the forward alone (graph recorded) to split forward and backward",
+    )
+    args = p.parse_args(argv)
+    ops = BLOCK if args.quick else args.ops
+    steps, ops = contestants(ops, _harness.skipped(args), args.split)
+    batch = 0.001 if args.quick else args.batch_seconds
+    times = _harness.interleaved(steps, rounds=args.rounds, batch_seconds=batch)
+
+    us_per_op = {k: [t / ops * 1e6 for t in v] for k, v in times.items()}
+    medians = {k: statistics.median(v) for k, v in us_per_op.items()}
+    summary = _harness.ratio_summary(
+        times,
+        [
+            ("agnograd-numpy", "hand-numpy", TARGETS["hand"]),
+            ("agnograd-numpy", "torch.autograd", TARGETS["torch"]),
+            ("torch.autograd", "hand-numpy", None),
+            ("agnograd-torch", "torch.autograd", None),
+            ("autograd", "hand-numpy", None),
+            ("mygrad", "hand-numpy", None),
+        ],
+    )
+    print(
+        f"Per-op overhead: {ops}-op elementwise chain on ({SIZE},) float64, forward + "
+        f"backward, {args.rounds} interleaved rounds"
+    )
+    rows = [
+        [name, medians[name], min(us_per_op[name]), medians[name] / medians["hand-numpy"]]
+        for name in steps
+    ]
+    print(_harness.table(["contestant", "us/op median", "us/op min", "x hand"], rows))
+    if args.split:
+        print("\nby phase (backward = median of per-round total - forward), us/op")
+        phases = []
+        for name in steps:
+            if f"{name} (forward)" in us_per_op:
+                fwd = us_per_op[f"{name} (forward)"]
+                bwd = [t - f for t, f in zip(us_per_op[name], fwd, strict=True)]
+                phases.append([name, statistics.median(fwd), statistics.median(bwd)])
+        print(_harness.table(["contestant", "forward", "backward"], phases))
+    print()
+    print(_harness.ratio_table(summary))
+    if args.profile:
+        profile(steps, ops)
+    return _harness.emit(
+        "overhead",
+        {
+            "ops": ops,
+            "shape": [SIZE],
+            "dtype": "float64",
+            "rounds": args.rounds,
+            "quick": args.quick,
+            "us_per_op_median": medians,
+            "ratios": summary,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

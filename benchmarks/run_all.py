@@ -1,0 +1,95 @@
+"""Run every benchmark, one after the other, each in its own process.
+
+Each benchmark's table is printed as it comes; the machine-readable records are
+collected and, with ``--out FILE``, written as one JSON document.
+``--same-process`` runs them in this process instead, one import of torch for
+all: quicker, for the smoke test; measurements belong in separate processes.
+
+Run ``python benchmarks/run_all.py [--quick] [--rounds N] [--only overhead,mlp]
+[--out results.json] [--same-process]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+import _harness
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+#: name -> (script, whether it takes --rounds as interleaved timing rounds)
+BENCHMARKS = {
+    "overhead": ("bench_overhead.py", True),
+    "namespace": ("bench_namespace.py", True),
+    "mlp": ("bench_mlp.py", True),
+    "memory": ("bench_memory.py", False),
+    "views": ("bench_views.py", True),
+}
+
+
+def arguments(name: str, quick: bool, rounds: int | None) -> list[str]:
+    """The command-line arguments of one benchmark."""
+    argv = ["--quick"] if quick else []
+    if rounds is not None and BENCHMARKS[name][1]:
+        argv += ["--rounds", str(rounds)]
+    return argv
+
+
+def run(name: str, quick: bool, rounds: int | None) -> dict[str, Any]:
+    """Run one benchmark script in a subprocess; echo its output, return its record."""
+    cmd = [sys.executable, os.path.join(HERE, BENCHMARKS[name][0])]
+    cmd += arguments(name, quick, rounds)
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    shown = [t for t in proc.stdout.splitlines() if not t.startswith(_harness.JSON_PREFIX)]
+    print(f"== {name} ({' '.join(cmd[1:])}), {elapsed:.1f} s")
+    print("\n".join(shown), flush=True)
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"run_all: benchmark {name} failed with exit code {proc.returncode}:\n{proc.stderr}"
+        )
+    return _harness.parse_emitted(proc.stdout)
+
+
+def run_here(name: str, quick: bool, rounds: int | None) -> dict[str, Any]:
+    """Run one benchmark's ``main`` in this process and return its record."""
+    module = importlib.import_module(BENCHMARKS[name][0].removesuffix(".py"))
+    argv = arguments(name, quick, rounds)
+    print(f"== {name} ({' '.join(argv)}), in this process", flush=True)
+    record: dict[str, Any] = module.main(argv)
+    return record
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
+    p.add_argument("--rounds", type=int, help="interleaved rounds of the timing benchmarks")
+    p.add_argument("--only", default="", help=f"comma-separated subset of {', '.join(BENCHMARKS)}")
+    p.add_argument("--out", help="write all records to this JSON file")
+    p.add_argument("--same-process", action="store_true", help="run the benchmarks in this process")
+    args = p.parse_args(argv)
+    names = [n.strip() for n in args.only.split(",") if n.strip()] or list(BENCHMARKS)
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        p.error(
+            f"--only: unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}"
+        )
+    runner = run_here if args.same_process else run
+    records = {name: runner(name, args.quick, args.rounds) for name in names}
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(records, f, indent=2, sort_keys=True)
+        print(f"records written to {args.out}")
+    return records
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,103 @@
+"""Smoke test of benchmarks/: every script runs with tiny sizes and one round.
+
+It proves the scripts still work against the current API (each script checks its
+contestants' gradients against hand-written NumPy before timing); it asserts
+nothing about speed or memory. Two subprocesses run side by side: the timing
+benchmarks in one process (one torch import for all), and the memory benchmark,
+which starts a fresh worker per contestant.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+PREFIX = "BENCHMARK_JSON "
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Run the benchmarks, both commands at once; their results and records."""
+    records = tmp_path_factory.mktemp("benchmarks") / "records.json"
+    commands = {
+        "timing": [
+            *("run_all.py", "--quick", "--rounds", "1", "--same-process"),
+            *("--only", "overhead,namespace,mlp", "--out", str(records)),
+        ],
+        "memory": ["bench_memory.py", "--quick"],
+    }
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, str(BENCHMARKS / cmd[0]), *cmd[1:]],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=BENCHMARKS,
+        )
+        for name, cmd in commands.items()
+    }
+    done: dict[str, Any] = {}
+    try:
+        for name, proc in procs.items():
+            out, err = proc.communicate(timeout=300)
+            done[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    timing = done["timing"]
+    assert timing.returncode == 0, timing.stdout + timing.stderr
+    done.update(json.loads(records.read_text()))
+    return done
+
+
+def record(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [t for t in result.stdout.splitlines() if t.startswith(PREFIX)]
+    assert lines, f"no {PREFIX.strip()} line in:\n{result.stdout}"
+    parsed: dict[str, Any] = json.loads(lines[-1][len(PREFIX) :])
+    return parsed
+
+
+def expected_contestants() -> set[str]:
+    names = {"hand-numpy", "agnograd-numpy"}
+    if HAS_TORCH:
+        names |= {"torch.autograd", "agnograd-torch"}
+    return names
+
+
+@pytest.mark.parametrize("name", ["overhead", "mlp"])
+def test_timing_benchmark_runs(outputs: dict[str, Any], name: str) -> None:
+    rec = outputs[name]
+    assert rec["benchmark"] == name
+    assert rec["quick"] is True
+    timings = rec["us_per_op_median" if name == "overhead" else "ms_per_step_median"]
+    assert expected_contestants() <= set(timings)
+    assert all(t > 0 for t in timings.values())
+    assert any(r["ratio"] == "agnograd-numpy / hand-numpy" for r in rec["ratios"])
+
+
+def test_namespace_benchmark_runs(outputs: dict[str, Any]) -> None:
+    rec = outputs["namespace"]
+    assert rec["benchmark"] == "namespace"
+    assert {"numpy.exp(a)", "F.exp(x)", "xp.exp(x)"} <= set(rec["us_per_call_median"])
+
+
+def test_memory_benchmark_runs(outputs: dict[str, Any]) -> None:
+    rec = record(outputs["memory"])
+    assert rec["benchmark"] == "memory"
+    assert rec["layers"] == 3
+    measured = {(r["contestant"], r["method"]) for r in rec["results"]}
+    assert {("hand-numpy", "tracemalloc"), ("agnograd-numpy", "tracemalloc")} <= measured
+    if HAS_TORCH and Path("/proc/self/clear_refs").exists():
+        assert ("torch.autograd", "rss") in measured
+    assert all(r["peak_bytes"] > 0 for r in rec["results"])
