@@ -115,3 +115,8 @@ def get_item(x: Any, slices: Any) -> Variable:
         return GetItem(slices).apply((x,))[0]
     key = normalize_key(slices, raw_namespace(data), array_api_compat.device(data), data.ndim)
     return GetItem(key).apply((x,))[0]
+
+
+DIFFERENTIABLE: dict[str, Any] = {}
+NON_DIFFERENTIABLE: dict[str, Any] = {}
+UNSUPPORTED: dict[str, str] = {}

@@ -17,15 +17,32 @@ from agnograd._variable import Variable
 from agnograd.functions import (
     _creation,
     _elementwise,
+    _fft,
+    _indexing,
     _linalg,
     _manipulation,
     _searching,
+    _set,
+    _sorting,
     _statistical,
+    _utility,
 )
 from agnograd.functions._core import Bound, constant
 from agnograd.functions._manipulation import astype
 
-CHAPTERS = (_creation, _elementwise, _linalg, _manipulation, _searching, _statistical)
+CHAPTERS = (
+    _creation,
+    _elementwise,
+    _fft,
+    _indexing,
+    _linalg,
+    _manipulation,
+    _searching,
+    _set,
+    _sorting,
+    _statistical,
+    _utility,
+)
 
 DIFFERENTIABLE: dict[str, Any] = {}
 NON_DIFFERENTIABLE: dict[str, Any] = {}

@@ -1,0 +1,97 @@
+"""The names of the array API standard (2024.12), by chapter of the specification.
+
+The namespace's tables must account for every one of them: differentiable,
+non-differentiable, unsupported with a reason, or passed through from the backend
+(dtypes, constants, dtype queries). ``tests/test_namespace_coverage.py`` checks it.
+"""
+
+from __future__ import annotations
+
+CONSTANTS = ("e", "inf", "nan", "newaxis", "pi")
+DATA_TYPES = (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float32", "float64", "complex64", "complex128",
+)  # fmt: skip
+DATA_TYPE_FUNCTIONS = ("astype", "can_cast", "finfo", "iinfo", "isdtype", "result_type")
+INSPECTION = ("__array_namespace_info__",)
+CREATION = (
+    "arange", "asarray", "empty", "empty_like", "eye", "from_dlpack", "full", "full_like",
+    "linspace", "meshgrid", "ones", "ones_like", "tril", "triu", "zeros", "zeros_like",
+)  # fmt: skip
+ELEMENTWISE = (
+    "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
+    "bitwise_invert", "bitwise_left_shift", "bitwise_or", "bitwise_right_shift", "bitwise_xor",
+    "ceil", "clip", "conj", "copysign", "cos", "cosh", "divide", "equal", "exp", "expm1",
+    "floor", "floor_divide", "greater", "greater_equal", "hypot", "imag", "isfinite", "isinf",
+    "isnan", "less", "less_equal", "log", "log1p", "log2", "log10", "logaddexp", "logical_and",
+    "logical_not", "logical_or", "logical_xor", "maximum", "minimum", "multiply", "negative",
+    "nextafter", "not_equal", "positive", "pow", "real", "reciprocal", "remainder", "round",
+    "sign", "signbit", "sin", "sinh", "sqrt", "square", "subtract", "tan", "tanh", "trunc",
+)  # fmt: skip
+INDEXING = ("take", "take_along_axis")
+LINEAR_ALGEBRA = ("matmul", "matrix_transpose", "tensordot", "vecdot")
+MANIPULATION = (
+    "broadcast_arrays", "broadcast_shapes", "broadcast_to", "concat", "expand_dims", "flip",
+    "moveaxis", "permute_dims", "repeat", "reshape", "roll", "squeeze", "stack", "tile",
+    "unstack",
+)  # fmt: skip
+SEARCHING = ("argmax", "argmin", "count_nonzero", "nonzero", "searchsorted", "where")
+SET = ("isin", "unique_all", "unique_counts", "unique_inverse", "unique_values")
+SORTING = ("argsort", "sort")
+STATISTICAL = (
+    "cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum", "var",
+)  # fmt: skip
+UTILITY = ("all", "any", "diff")
+LINALG = tuple(
+    "linalg." + name
+    for name in (
+        "cholesky",
+        "cross",
+        "det",
+        "diagonal",
+        "eigh",
+        "eigvalsh",
+        "inv",
+        "matmul",
+        "matrix_norm",
+        "matrix_power",
+        "matrix_rank",
+        "matrix_transpose",
+        "outer",
+        "pinv",
+        "qr",
+        "slogdet",
+        "solve",
+        "svd",
+        "svdvals",
+        "tensordot",
+        "trace",
+        "vecdot",
+        "vector_norm",
+    )  # fmt: skip
+)
+FFT = tuple(
+    "fft." + name
+    for name in (
+        "fft",
+        "fftfreq",
+        "fftn",
+        "fftshift",
+        "hfft",
+        "ifft",
+        "ifftn",
+        "ifftshift",
+        "ihfft",
+        "irfft",
+        "irfftn",
+        "rfft",
+        "rfftfreq",
+        "rfftn",
+    )  # fmt: skip
+)
+
+ALL = (
+    CONSTANTS + DATA_TYPES + DATA_TYPE_FUNCTIONS + INSPECTION + CREATION + ELEMENTWISE
+    + INDEXING + LINEAR_ALGEBRA + MANIPULATION + SEARCHING + SET + SORTING + STATISTICAL
+    + UTILITY + LINALG + FFT
+)  # fmt: skip
