@@ -6,7 +6,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from agnograd import _backend
+from agnograd import _backend, _versions
 from agnograd._backend import _namespaces
 from agnograd._abstract import Abstract, DataDependent
 from agnograd._config import AUTO_FORWARD, ENABLE_BACKPROP, FUNCTION_HOOKS
@@ -52,6 +52,7 @@ class FunctionNode:
     _retain_out: tuple[int, ...] = ()
     _saved_inputs: tuple[Any, ...] | None = None
     _saved_outputs: tuple[Any, ...] | None = None
+    _saved_versions: tuple[tuple[int, ...], tuple[int, ...]] | None = None
     _local_hooks: dict[str, Any] | None = None
     # Set by the engine while backward runs on Variables (double backprop).
     _variables_in_backward = False
@@ -155,6 +156,11 @@ class FunctionNode:
             self._saved_inputs = tuple([arrays[i] for i in self._retain_in])
         if self._retain_out:
             self._saved_outputs = tuple([outputs[i] for i in self._retain_out])
+        if _versions.versions:  # some array was written in place: remember versions
+            self._saved_versions = (
+                _versions.of(self._saved_inputs or ()),
+                _versions.of(self._saved_outputs or ()),
+            )
         return tuple(results)
 
     def _apply_deferred(self, inputs: Sequence[Any]) -> tuple[Variable, ...]:
@@ -225,6 +231,9 @@ class FunctionNode:
         saved = self._saved_inputs
         if saved is None:
             raise RuntimeError(_freed_message(self, "inputs"))
+        if _versions.versions:
+            recorded = self._saved_versions
+            _versions.check(self, "input", saved, None if recorded is None else recorded[0])
         if not self._variables_in_backward:
             return saved
         inputs = self.inputs
@@ -238,6 +247,9 @@ class FunctionNode:
         saved = self._saved_outputs
         if saved is None:
             raise RuntimeError(_freed_message(self, "outputs"))
+        if _versions.versions:
+            recorded = self._saved_versions
+            _versions.check(self, "output", saved, None if recorded is None else recorded[1])
         if not self._variables_in_backward:
             return saved
         outputs = self.outputs

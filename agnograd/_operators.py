@@ -11,6 +11,7 @@ from typing import Any
 from agnograd import functions as F
 from agnograd._backend import is_array
 from agnograd._config import no_backprop_mode
+from agnograd._inplace import inplace, setitem
 from agnograd._variable import Variable
 from agnograd.functions._core import apply_nondifferentiable
 
@@ -112,6 +113,43 @@ def install() -> None:
     V.T = property(lambda self: F.transpose(self), doc="Transposition (axes reversed).")
     V.mT = property(F.matrix_transpose, doc="Transposition of the last two axes.")
     V.__hash__ = object.__hash__  # hashable by identity though == is elementwise
+    V.__setitem__ = setitem
+    V.__mod__ = lambda self, other: _by_name("remainder")(self, other)
+    V.__rmod__ = lambda self, other: _by_name("remainder")(other, self)
+    for op, fn in (
+        ("and", "bitwise_and"),
+        ("or", "bitwise_or"),
+        ("xor", "bitwise_xor"),
+        ("lshift", "bitwise_left_shift"),
+        ("rshift", "bitwise_right_shift"),
+    ):
+        setattr(V, f"__{op}__", _named(fn, reflected=False))
+        setattr(V, f"__r{op}__", _named(fn, reflected=True))
+    V.__invert__ = lambda self: _by_name("bitwise_invert")(self)
+    for op, method in (("add", V.__add__), ("sub", V.__sub__), ("mul", V.__mul__),
+                       ("truediv", V.__truediv__), ("floordiv", V.__floordiv__),
+                       ("pow", V.__pow__), ("matmul", V.__matmul__), ("mod", V.__mod__),
+                       ("and", V.__and__), ("or", V.__or__), ("xor", V.__xor__),
+                       ("lshift", V.__lshift__), ("rshift", V.__rshift__)):  # fmt: skip
+        setattr(V, f"__i{op}__", inplace(method, f"__i{op}__"))
+    V.__dlpack__ = lambda self, **kwargs: self._data.__dlpack__(**kwargs)
+    V.__dlpack_device__ = lambda self: self._data.__dlpack_device__()
+
+
+def _by_name(name: str) -> Any:
+    """The namespace function of the standard called ``name`` (its table entry)."""
+    from agnograd.functions._table import DIFFERENTIABLE, NON_DIFFERENTIABLE
+
+    fn = DIFFERENTIABLE.get(name) or NON_DIFFERENTIABLE.get(name)
+    if fn is None:
+        raise TypeError(f"agnograd does not support {name} on Variables yet")
+    return fn
+
+
+def _named(name: str, reflected: bool) -> Any:
+    if reflected:
+        return lambda self, other: _by_name(name)(other, self)
+    return lambda self, other: _by_name(name)(self, other)
 
 
 install()
