@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from agnograd import _backend, _versions
-from agnograd._backend import _namespaces
 from agnograd._abstract import Abstract, DataDependent
+from agnograd._backend import _namespaces
 from agnograd._config import AUTO_FORWARD, ENABLE_BACKPROP, FUNCTION_HOOKS
 from agnograd._variable import Variable, VariableNode, _empty_variable, _new_variable
 

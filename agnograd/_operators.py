@@ -78,44 +78,44 @@ def _scalar(convert: Any) -> Any:
 
 
 def install() -> None:
-    V = Variable
-    V.__add__ = F.add
-    V.__radd__ = F.add
-    V.__sub__ = F.subtract
-    V.__rsub__ = lambda self, other: F.subtract(other, self)
-    V.__mul__ = F.multiply
-    V.__rmul__ = F.multiply
-    V.__truediv__ = F.divide
-    V.__rtruediv__ = lambda self, other: F.divide(other, self)
-    V.__floordiv__ = _comparison("floor_divide", lambda a, b: a // b)
-    V.__rfloordiv__ = _comparison("floor_divide", lambda a, b: b // a)
-    V.__pow__ = F.pow
-    V.__rpow__ = lambda self, other: F.pow(other, self)
-    V.__matmul__ = F.matmul
-    V.__rmatmul__ = lambda self, other: F.matmul(other, self)
-    V.__neg__ = F.negative
-    V.__pos__ = lambda self: self
-    V.__abs__ = F.absolute
-    V.__getitem__ = F.get_item
-    V.__eq__ = _comparison("equal", lambda a, b: a == b)
-    V.__ne__ = _comparison("not_equal", lambda a, b: a != b)
-    V.__lt__ = _comparison("less", lambda a, b: a < b)
-    V.__le__ = _comparison("less_equal", lambda a, b: a <= b)
-    V.__gt__ = _comparison("greater", lambda a, b: a > b)
-    V.__ge__ = _comparison("greater_equal", lambda a, b: a >= b)
-    V.__bool__ = _scalar(bool)
-    V.__float__ = _scalar(float)
-    V.__int__ = _scalar(int)
-    V.__complex__ = _scalar(complex)
-    V.__index__ = _scalar(lambda a: a.__index__())
-    V.reshape = _reshape
-    V.transpose = _transpose
-    V.T = property(lambda self: F.transpose(self), doc="Transposition (axes reversed).")
-    V.mT = property(F.matrix_transpose, doc="Transposition of the last two axes.")
-    V.__hash__ = object.__hash__  # hashable by identity though == is elementwise
-    V.__setitem__ = setitem
-    V.__mod__ = lambda self, other: _by_name("remainder")(self, other)
-    V.__rmod__ = lambda self, other: _by_name("remainder")(other, self)
+    cls = Variable
+    cls.__add__ = F.add
+    cls.__radd__ = F.add
+    cls.__sub__ = F.subtract
+    cls.__rsub__ = lambda self, other: F.subtract(other, self)
+    cls.__mul__ = F.multiply
+    cls.__rmul__ = F.multiply
+    cls.__truediv__ = F.divide
+    cls.__rtruediv__ = lambda self, other: F.divide(other, self)
+    cls.__floordiv__ = _comparison("floor_divide", lambda a, b: a // b)
+    cls.__rfloordiv__ = _comparison("floor_divide", lambda a, b: b // a)
+    cls.__pow__ = F.pow
+    cls.__rpow__ = lambda self, other: F.pow(other, self)
+    cls.__matmul__ = F.matmul
+    cls.__rmatmul__ = lambda self, other: F.matmul(other, self)
+    cls.__neg__ = F.negative
+    cls.__pos__ = lambda self: self
+    cls.__abs__ = F.absolute
+    cls.__getitem__ = F.get_item
+    cls.__eq__ = _comparison("equal", lambda a, b: a == b)
+    cls.__ne__ = _comparison("not_equal", lambda a, b: a != b)
+    cls.__lt__ = _comparison("less", lambda a, b: a < b)
+    cls.__le__ = _comparison("less_equal", lambda a, b: a <= b)
+    cls.__gt__ = _comparison("greater", lambda a, b: a > b)
+    cls.__ge__ = _comparison("greater_equal", lambda a, b: a >= b)
+    cls.__bool__ = _scalar(bool)
+    cls.__float__ = _scalar(float)
+    cls.__int__ = _scalar(int)
+    cls.__complex__ = _scalar(complex)
+    cls.__index__ = _scalar(lambda a: a.__index__())
+    cls.reshape = _reshape
+    cls.transpose = _transpose
+    cls.T = property(lambda self: F.transpose(self), doc="Transposition (axes reversed).")
+    cls.mT = property(F.matrix_transpose, doc="Transposition of the last two axes.")
+    cls.__hash__ = object.__hash__  # hashable by identity though == is elementwise
+    cls.__setitem__ = setitem
+    cls.__mod__ = lambda self, other: _by_name("remainder")(self, other)
+    cls.__rmod__ = lambda self, other: _by_name("remainder")(other, self)
     for op, fn in (
         ("and", "bitwise_and"),
         ("or", "bitwise_or"),
@@ -123,17 +123,17 @@ def install() -> None:
         ("lshift", "bitwise_left_shift"),
         ("rshift", "bitwise_right_shift"),
     ):
-        setattr(V, f"__{op}__", _named(fn, reflected=False))
-        setattr(V, f"__r{op}__", _named(fn, reflected=True))
-    V.__invert__ = lambda self: _by_name("bitwise_invert")(self)
-    for op, method in (("add", V.__add__), ("sub", V.__sub__), ("mul", V.__mul__),
-                       ("truediv", V.__truediv__), ("floordiv", V.__floordiv__),
-                       ("pow", V.__pow__), ("matmul", V.__matmul__), ("mod", V.__mod__),
-                       ("and", V.__and__), ("or", V.__or__), ("xor", V.__xor__),
-                       ("lshift", V.__lshift__), ("rshift", V.__rshift__)):  # fmt: skip
-        setattr(V, f"__i{op}__", inplace(method, f"__i{op}__"))
-    V.__dlpack__ = lambda self, **kwargs: self._data.__dlpack__(**kwargs)
-    V.__dlpack_device__ = lambda self: self._data.__dlpack_device__()
+        setattr(cls, f"__{op}__", _named(fn, reflected=False))
+        setattr(cls, f"__r{op}__", _named(fn, reflected=True))
+    cls.__invert__ = lambda self: _by_name("bitwise_invert")(self)
+    for op, method in (("add", cls.__add__), ("sub", cls.__sub__), ("mul", cls.__mul__),
+                       ("truediv", cls.__truediv__), ("floordiv", cls.__floordiv__),
+                       ("pow", cls.__pow__), ("matmul", cls.__matmul__), ("mod", cls.__mod__),
+                       ("and", cls.__and__), ("or", cls.__or__), ("xor", cls.__xor__),
+                       ("lshift", cls.__lshift__), ("rshift", cls.__rshift__)):  # fmt: skip
+        setattr(cls, f"__i{op}__", inplace(method, f"__i{op}__"))
+    cls.__dlpack__ = lambda self, **kwargs: self._data.__dlpack__(**kwargs)
+    cls.__dlpack_device__ = lambda self: self._data.__dlpack_device__()
 
 
 def _by_name(name: str) -> Any:
