@@ -152,7 +152,9 @@ def _dtype_of(xp: Any, x: Any, other_dtype: Any = None) -> Any:
             return other_dtype
         return info["integral"]
     if isinstance(x, float):
-        if other_dtype is not None and xp.isdtype(other_dtype, ("real floating", "complex floating")):
+        if other_dtype is not None and xp.isdtype(
+            other_dtype, ("real floating", "complex floating")
+        ):
             return other_dtype
         return info["real floating"]
     if other_dtype is not None and xp.isdtype(other_dtype, "complex floating"):
@@ -194,10 +196,24 @@ def _binary_method(reflected: bool = False, boolean: bool = False) -> Any:
     return method
 
 
-for _name in ("add", "sub", "mul", "truediv", "floordiv", "pow", "mod", "and", "or", "xor",
-              "lshift", "rshift"):
+for _name in (
+    "add",
+    "sub",
+    "mul",
+    "truediv",
+    "floordiv",
+    "pow",
+    "mod",
+    "and",
+    "or",
+    "xor",
+    "lshift",
+    "rshift",
+):
     setattr(Abstract, f"__{_name}__", _binary_method())
     setattr(Abstract, f"__r{_name}__", _binary_method(reflected=True))
+Abstract.__truediv__ = lambda self, other: _true_divide(self.xp, self, other)  # type: ignore[method-assign]
+Abstract.__rtruediv__ = lambda self, other: _true_divide(self.xp, other, self)  # type: ignore[method-assign]
 for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
     setattr(Abstract, f"__{_name}__", _binary_method(boolean=True))
 Abstract.__hash__ = object.__hash__  # type: ignore[method-assign]
@@ -219,37 +235,110 @@ def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
 
 
 Abstract.__matmul__ = lambda self, other: Abstract(  # type: ignore[method-assign]
-    _matmul_shape(self.shape, _shape(other)), _result_dtype(self.xp, self, other), self.xp, self.device
+    _matmul_shape(self.shape, _shape(other)),
+    _result_dtype(self.xp, self, other),
+    self.xp,
+    self.device,
 )
 Abstract.__rmatmul__ = lambda self, other: Abstract(  # type: ignore[method-assign]
-    _matmul_shape(_shape(other), self.shape), _result_dtype(self.xp, self, other), self.xp, self.device
+    _matmul_shape(_shape(other), self.shape),
+    _result_dtype(self.xp, self, other),
+    self.xp,
+    self.device,
 )
 
 _UNARY = {
-    "acos", "acosh", "asin", "asinh", "atan", "atanh", "bitwise_invert", "ceil", "conj", "cos",
-    "cosh", "exp", "expm1", "floor", "log", "log1p", "log2", "log10", "negative", "positive",
-    "round", "sign", "sin", "sinh", "square", "sqrt", "tan", "tanh", "trunc", "reciprocal",
+    "acos",
+    "acosh",
+    "asin",
+    "asinh",
+    "atan",
+    "atanh",
+    "bitwise_invert",
+    "ceil",
+    "conj",
+    "cos",
+    "cosh",
+    "exp",
+    "expm1",
+    "floor",
+    "log",
+    "log1p",
+    "log2",
+    "log10",
+    "negative",
+    "positive",
+    "round",
+    "sign",
+    "sin",
+    "sinh",
+    "square",
+    "sqrt",
+    "tan",
+    "tanh",
+    "trunc",
+    "reciprocal",
 }
 _UNARY_REAL = {"abs", "real", "imag"}
 _UNARY_BOOL = {"isfinite", "isinf", "isnan", "logical_not", "signbit"}
 _BINARY = {
-    "add", "atan2", "bitwise_and", "bitwise_left_shift", "bitwise_or", "bitwise_right_shift",
-    "bitwise_xor", "copysign", "divide", "floor_divide", "hypot", "logaddexp", "maximum",
-    "minimum", "multiply", "nextafter", "pow", "remainder", "subtract",
+    "add",
+    "atan2",
+    "bitwise_and",
+    "bitwise_left_shift",
+    "bitwise_or",
+    "bitwise_right_shift",
+    "bitwise_xor",
+    "copysign",
+    "divide",
+    "floor_divide",
+    "hypot",
+    "logaddexp",
+    "maximum",
+    "minimum",
+    "multiply",
+    "nextafter",
+    "pow",
+    "remainder",
+    "subtract",
 }
 _BINARY_BOOL = {
-    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
-    "logical_or", "logical_xor",
+    "equal",
+    "not_equal",
+    "less",
+    "less_equal",
+    "greater",
+    "greater_equal",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
 }
-_REDUCTIONS = {"sum", "prod", "mean", "max", "min", "var", "std", "all", "any", "argmax",
-               "argmin", "count_nonzero", "logsumexp"}
+_REDUCTIONS = {
+    "sum",
+    "prod",
+    "mean",
+    "max",
+    "min",
+    "var",
+    "std",
+    "all",
+    "any",
+    "argmax",
+    "argmin",
+    "count_nonzero",
+    "logsumexp",
+}
 
 
 def _reduced(x: Abstract, axis: Any, keepdims: bool) -> tuple[int, ...]:
     if axis is None:
         axes = set(range(x.ndim))
     else:
-        axes = {a % max(x.ndim, 1) for a in ((axis,) if isinstance(axis, int) else axis)}
+        axes = set()
+        for a in (axis,) if isinstance(axis, int) else axis:
+            if not -x.ndim <= a < max(x.ndim, 1):
+                raise ValueError(f"axis {a} is out of range for {x.ndim} dimensions")
+            axes.add(a % max(x.ndim, 1))
     if keepdims:
         return tuple(1 if i in axes else s for i, s in enumerate(x.shape))
     return tuple(s for i, s in enumerate(x.shape) if i not in axes)
@@ -266,12 +355,16 @@ class AbstractNamespace:
         if name.startswith("_"):
             raise AttributeError(name)
         xp = self._xp
+        if name in _UNARY_FLOATING:
+            return lambda x, /, **kw: x._like(x.shape, _floating(xp, x.dtype))
         if name in _UNARY:
             return lambda x, /, **kw: x._like(x.shape)
         if name in _UNARY_REAL:
             return lambda x, /: x._like(x.shape, _real_dtype(xp, x.dtype))
         if name in _UNARY_BOOL:
             return lambda x, /: x._like(x.shape, xp.bool)
+        if name == "divide":
+            return lambda x1, x2, /: _true_divide(xp, x1, x2)
         if name in _BINARY:
             return lambda x1, x2, /: _result(xp, x1, x2)
         if name in _BINARY_BOOL:
@@ -284,7 +377,11 @@ class AbstractNamespace:
         if method is not None:
             return method
         if (hasattr(xp, name) and not callable(getattr(xp, name))) or name in (
-            "isdtype", "result_type", "finfo", "iinfo", "can_cast",
+            "isdtype",
+            "result_type",
+            "finfo",
+            "iinfo",
+            "can_cast",
         ):
             return getattr(xp, name)
         raise DataDependent(f"no abstract rule for {name!r}")
@@ -299,7 +396,9 @@ class AbstractNamespace:
 
     _ones = _empty = _zeros
 
-    def _full(self, shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Abstract:
+    def _full(
+        self, shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None
+    ) -> Abstract:
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         return Abstract(shape, dtype or _dtype_of(self._xp, fill_value), self._xp, device)
 
@@ -308,25 +407,56 @@ class AbstractNamespace:
 
     _ones_like = _empty_like = _zeros_like
 
-    def _full_like(self, x: Any, /, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Abstract:
+    def _full_like(
+        self, x: Any, /, fill_value: Any, *, dtype: Any = None, device: Any = None
+    ) -> Abstract:
         return Abstract(_shape(x), dtype or x.dtype, self._xp, device)
 
-    def _arange(self, start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None) -> Abstract:
+    def _arange(
+        self,
+        start: Any,
+        /,
+        stop: Any = None,
+        step: Any = 1,
+        *,
+        dtype: Any = None,
+        device: Any = None,
+    ) -> Abstract:
         if stop is None:
             start, stop = 0, start
         n = max(math.ceil((stop - start) / step), 0)
-        kind = "integral" if all(isinstance(v, int) for v in (start, stop, step)) else "real floating"
+        kind = (
+            "integral" if all(isinstance(v, int) for v in (start, stop, step)) else "real floating"
+        )
         return Abstract((n,), dtype or self._default(kind), self._xp, device)
 
-    def _eye(self, n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = None, device: Any = None) -> Abstract:
-        return Abstract((n_rows, n_cols or n_rows), dtype or self._default("real floating"), self._xp, device)
+    def _eye(
+        self,
+        n_rows: int,
+        n_cols: int | None = None,
+        /,
+        *,
+        k: int = 0,
+        dtype: Any = None,
+        device: Any = None,
+    ) -> Abstract:
+        return Abstract(
+            (n_rows, n_cols or n_rows), dtype or self._default("real floating"), self._xp, device
+        )
 
-    def _asarray(self, obj: Any, /, *, dtype: Any = None, device: Any = None, copy: Any = None) -> Any:
+    def _asarray(
+        self, obj: Any, /, *, dtype: Any = None, device: Any = None, copy: Any = None
+    ) -> Any:
         if isinstance(obj, Abstract):
             return obj if dtype is None else obj._like(obj.shape, dtype)
         if hasattr(obj, "shape") and hasattr(obj, "dtype"):
             return Abstract(tuple(obj.shape), dtype or obj.dtype, self._xp, device)
-        return Abstract(numpy.shape(obj), dtype or _dtype_of(self._xp, numpy.asarray(obj).flat[0] if numpy.size(obj) else 0.0), self._xp, device)
+        return Abstract(
+            numpy.shape(obj),
+            dtype or _dtype_of(self._xp, numpy.asarray(obj).flat[0] if numpy.size(obj) else 0.0),
+            self._xp,
+            device,
+        )
 
     # -- manipulation
     def _astype(self, x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Abstract:
@@ -367,8 +497,18 @@ class AbstractNamespace:
         first = arrays[0]
         dtype = self._xp.result_type(*[a.dtype for a in arrays]) if len(arrays) > 1 else first.dtype
         if axis is None:
-            return Abstract((sum(math.prod(_shape(a)) for a in arrays),), dtype, self._xp, first.device)
+            return Abstract(
+                (sum(math.prod(_shape(a)) for a in arrays),), dtype, self._xp, first.device
+            )
         axis %= first.ndim
+        for a in arrays:
+            other = _shape(a)
+            if len(other) != first.ndim or any(
+                s != o for i, (s, o) in enumerate(zip(first.shape, other, strict=True)) if i != axis
+            ):
+                raise ValueError(
+                    f"concat: shapes {first.shape} and {other} differ off axis {axis}"
+                )
         shape = list(first.shape)
         shape[axis] = sum(_shape(a)[axis] for a in arrays)
         return Abstract(tuple(shape), dtype, self._xp, getattr(first, "device", None))
@@ -388,7 +528,9 @@ class AbstractNamespace:
 
     def _where(self, condition: Any, x1: Any, x2: Any, /) -> Abstract:
         out = _result(self._xp, x1, x2)
-        return Abstract(broadcast_shapes(_shape(condition), out.shape), out.dtype, self._xp, out.device)
+        return Abstract(
+            broadcast_shapes(_shape(condition), out.shape), out.dtype, self._xp, out.device
+        )
 
     def _clip(self, x: Any, /, min: Any = None, max: Any = None) -> Abstract:  # noqa: A002
         return x._like(x.shape)
@@ -396,7 +538,9 @@ class AbstractNamespace:
     def _matmul(self, x1: Any, x2: Any, /) -> Abstract:
         return x1 @ x2 if isinstance(x1, Abstract) else x2.__rmatmul__(x1)
 
-    def _cumulative_sum(self, x: Any, /, *, axis: Any = None, dtype: Any = None, include_initial: bool = False) -> Abstract:
+    def _cumulative_sum(
+        self, x: Any, /, *, axis: Any = None, dtype: Any = None, include_initial: bool = False
+    ) -> Abstract:
         shape = list(x.shape)
         if include_initial:
             shape[(axis or 0) % x.ndim] += 1
@@ -413,11 +557,49 @@ class AbstractNamespace:
     def _take_along_axis(self, x: Any, indices: Any, /, *, axis: int = -1) -> Abstract:
         return x._like(_shape(indices))
 
-    def _sort(self, x: Any, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Abstract:
+    def _sort(
+        self, x: Any, /, *, axis: int = -1, descending: bool = False, stable: bool = True
+    ) -> Abstract:
         return x._like(x.shape)
 
     def _argsort(self, x: Any, /, **kwargs: Any) -> Abstract:
         return x._like(x.shape, self._default("indexing"))
+
+
+_UNARY_FLOATING = {
+    "acos",
+    "acosh",
+    "asin",
+    "asinh",
+    "atan",
+    "atanh",
+    "cos",
+    "cosh",
+    "exp",
+    "expm1",
+    "log",
+    "log1p",
+    "log2",
+    "log10",
+    "sin",
+    "sinh",
+    "sqrt",
+    "tan",
+    "tanh",
+    "reciprocal",
+}
+
+
+def _floating(xp: Any, dtype: Any) -> Any:
+    """The dtype of a floating-only function's result: integers become the default float."""
+    if xp.isdtype(dtype, ("integral", "bool")):
+        return xp.__array_namespace_info__().default_dtypes()["real floating"]
+    return dtype
+
+
+def _true_divide(xp: Any, x1: Any, x2: Any) -> Abstract:
+    out = _result(xp, x1, x2)
+    return out._like(out.shape, _floating(xp, out.dtype))
 
 
 def _real_dtype(xp: Any, dtype: Any) -> Any:
@@ -436,5 +618,7 @@ def _reduction_dtype(xp: Any, name: str, dtype: Any, requested: Any) -> Any:
     if name in ("sum", "prod") and xp.isdtype(dtype, ("integral", "bool")):
         return xp.__array_namespace_info__().default_dtypes()["integral"]
     if name in ("var", "std"):
-        return _real_dtype(xp, dtype)
+        return _real_dtype(xp, _floating(xp, dtype))
+    if name == "mean":
+        return _floating(xp, dtype)
     return dtype

@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 _unlinked: weakref.WeakKeyDictionary[VariableNode, weakref.WeakSet[Variable]] = (
     weakref.WeakKeyDictionary()
 )
+# node of an unlinked Variable -> the node it was unlinked from (for its library).
+_unlinked_source: weakref.WeakKeyDictionary[VariableNode, VariableNode] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def functions_of(outputs: Iterable[VariableNode]) -> list[FunctionNode]:
@@ -61,10 +65,14 @@ def set_node_data(node: VariableNode, data: Any) -> None:
     var = node._variable()
     if var is not None:
         var._data = data
+    node.shape, node.dtype = tuple(data.shape), data.dtype
     shared = _unlinked.get(node)
     if shared:
         for other in shared:
             other._data = data
+            if other._node._data is not None:
+                other._node._data = data
+            other._node.shape, other._node.dtype = node.shape, node.dtype
 
 
 def clear_node_data(node: VariableNode) -> None:
@@ -373,6 +381,7 @@ class DefineThenRun:
         other = _empty_variable(node.shape, node.dtype, requires_grad, None, 0)
         other._data = self._data
         _unlinked.setdefault(node, weakref.WeakSet()).add(other)
+        _unlinked_source[other._node] = node
         return other
 
     get_unlinked_variable = unlinked

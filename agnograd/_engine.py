@@ -56,7 +56,10 @@ def backward(
     # A leaf given as an output keeps its seed as .grad and receives nothing more.
     seeds = [(node, gy) for node, gy in seeds if node.creator_node is not None]
     seen = {id(gy._data if isinstance(gy, Variable) else gy) for _, gy in seeds}
-    with using_config("enable_backprop", enable_double_backprop):
+    with (
+        using_config("enable_backprop", enable_double_backprop),
+        using_config("auto_forward", True),
+    ):
         results = _run(seeds, enable_double_backprop, retain_grad, None, clear_buffer)
     _accumulate_into_leaves(results, enable_double_backprop, seen)
 
@@ -94,9 +97,7 @@ def grad(
     inputs = _as_list(inputs, "grad", "inputs")
     for v in (*outputs, *inputs):
         if not isinstance(v, Variable):
-            raise TypeError(
-                f"grad: outputs and inputs must be Variables, got {type(v).__name__}"
-            )
+            raise TypeError(f"grad: outputs and inputs must be Variables, got {type(v).__name__}")
     if grad_outputs is None:
         grad_outputs = [None] * len(outputs)
     else:
@@ -111,7 +112,10 @@ def grad(
         for y, gy in zip(outputs, grad_outputs, strict=True)
     ]
     targets = {x._node for x in inputs}
-    with using_config("enable_backprop", enable_double_backprop):
+    with (
+        using_config("enable_backprop", enable_double_backprop),
+        using_config("auto_forward", True),
+    ):
         results = _run(seeds, enable_double_backprop, retain_grad, targets, False)
         gxs: list[Variable | None] = []
         for i, x in enumerate(inputs):
@@ -180,9 +184,7 @@ def _sum_to(gx: Any, shape: tuple[int, ...], func: FunctionNode, index: int) -> 
     """Sum a broadcast gradient back to its input's shape (rules never unbroadcast)."""
     xp = raw_namespace(gx) if not isinstance(gx, Variable) else gx.__array_namespace__()
     lead = len(gx.shape) - len(shape)
-    bad = lead < 0 or any(
-        s != 1 and s != g for s, g in zip(shape, gx.shape[lead:], strict=True)
-    )
+    bad = lead < 0 or any(s != 1 and s != g for s, g in zip(shape, gx.shape[lead:], strict=True))
     if bad:
         raise ValueError(
             f"backward of {func.label} returned a gradient of shape {tuple(gx.shape)} for "
@@ -253,29 +255,44 @@ def _run(
             raise RuntimeError(
                 f"backward reached {func.label}, which was unchained; its inputs are gone"
             )
-        gys = []
-        any_grad = False
-        for ref in func.outputs:  # type: ignore[union-attr]
-            y = ref()
+        outputs = func.outputs
+        if len(outputs) == 1:  # the common case, without the general loop
+            y = outputs[0]()
             gy = None if y is None else grads.pop(y, None)
-            if gy is not None:
-                any_grad = True
-                if targets is not None and y in targets:
-                    collected[y] = gy
-                if retain_grad:
-                    _store_grad(y, gy)
-            gys.append(gy)
-        if not any_grad:
-            continue
-        indexes = []
-        for i, x in enumerate(in_nodes):
-            if x.requires_grad and (
-                relevant is None or x in targets or x.creator_node in relevant  # type: ignore[operator]
-            ):
-                indexes.append(i)
-        if not indexes:
-            continue
-        indexes = tuple(indexes)
+            if gy is None:
+                continue
+            if targets is not None and y in targets:
+                collected[y] = gy
+            if retain_grad:
+                _store_grad(y, gy)
+            gys = [gy]
+        else:
+            gys = []
+            for ref in outputs:
+                y = ref()
+                gy = None if y is None else grads.pop(y, None)
+                if gy is not None:
+                    if targets is not None and y in targets:
+                        collected[y] = gy
+                    if retain_grad:
+                        _store_grad(y, gy)
+                gys.append(gy)
+            if all(g is None for g in gys):
+                continue
+        if relevant is None and len(in_nodes) == 1:
+            if not in_nodes[0].requires_grad:
+                continue
+            indexes = _FIRST
+        else:
+            indexes = []
+            for i, x in enumerate(in_nodes):
+                if x.requires_grad and (
+                    relevant is None or x in targets or x.creator_node in relevant  # type: ignore[operator]
+                ):
+                    indexes.append(i)
+            if not indexes:
+                continue
+            indexes = tuple(indexes)
         as_variables = double or func.backward_receives_variables
         if as_variables:
             func._variables_in_backward = True
@@ -304,11 +321,11 @@ def _run(
         for i, gx in zip(indexes, gxs):  # noqa: B905 - lengths checked above
             if gx is None:
                 continue
-            if isinstance(gx, Variable):
-                if not double:
-                    gx = gx._data
-            elif double:
-                gx = Variable._new(gx, False)
+            if double:
+                if not isinstance(gx, Variable):
+                    gx = Variable._new(gx, False)
+            elif gx.__class__ is Variable:
+                gx = gx._data
             x = in_nodes[i]
             if gx.shape != x.shape:
                 gx = _sum_to(gx, x.shape, func, i)
@@ -331,6 +348,9 @@ def _run(
                 collected[node] = g
         return collected
     return grads
+
+
+_FIRST = (0,)
 
 
 def _free(func: FunctionNode, keep: set[VariableNode]) -> None:

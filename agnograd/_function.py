@@ -99,28 +99,40 @@ class FunctionNode:
             return self._apply_deferred(inputs)
         # This is the hot path of every operation: loops are written out (no
         # comprehensions, which cost a frame each) and objects are built inline.
-        nodes = []
-        arrays = []
-        requires_grad = False
-        rank = 0
-        xp = None
-        for x in inputs:
+        if len(inputs) == 1:
+            x = inputs[0]
             if not isinstance(x, Variable):
                 x = _as_constant(x)
             node = x._node
             data = x._data
-            nodes.append(node)
-            arrays.append(data)
-            if node.requires_grad:
-                requires_grad = True
-            if node.rank > rank:
-                rank = node.rank
-            other = _namespaces.get(data.__class__) or _backend.raw_namespace(data)
-            if xp is None:
-                xp = other
-            elif other is not xp:
-                raise _mixed_backends(self, xp, other)
-        arrays = tuple(arrays)
+            nodes = (node,)
+            arrays = (data,)
+            requires_grad = node.requires_grad
+            rank = node.rank
+            xp = _namespaces.get(data.__class__) or _backend.raw_namespace(data)
+        else:
+            nodes = []
+            arrays = []
+            requires_grad = False
+            rank = 0
+            xp = None
+            for x in inputs:
+                if not isinstance(x, Variable):
+                    x = _as_constant(x)
+                node = x._node
+                data = x._data
+                nodes.append(node)
+                arrays.append(data)
+                if node.requires_grad:
+                    requires_grad = True
+                if node.rank > rank:
+                    rank = node.rank
+                other = _namespaces.get(data.__class__) or _backend.raw_namespace(data)
+                if xp is None:
+                    xp = other
+                elif other is not xp:
+                    raise _mixed_backends(self, xp, other)
+            arrays = tuple(arrays)
         self.xp = xp
         hooks = FUNCTION_HOOKS.get()
         if hooks or self._local_hooks:
@@ -173,6 +185,9 @@ class FunctionNode:
             if not isinstance(x, Variable):
                 x = _as_constant(x)
             node = x._node
+            if node.creator_node is None and node._data is None and x._data is not None:
+                # The graph runs later: it must hold its leaves' arrays itself.
+                node._data = x._data
             nodes.append(node)
             requires_grad = requires_grad or node.requires_grad
             rank = max(rank, node.rank)
@@ -190,7 +205,7 @@ class FunctionNode:
                 f"{self.label}: define-then-run cannot infer its output shape ({error}); "
                 f"compute it eagerly (auto_forward(True)) or override {type(self).__name__}.infer"
             ) from None
-        requires_grad = requires_grad and self.differentiable
+        requires_grad = requires_grad and self.differentiable and ENABLE_BACKPROP.get()
         self.rank = rank
         self.inputs = tuple(nodes)
         results = tuple(
@@ -318,6 +333,11 @@ def _namespace_of_node(node: VariableNode) -> Any:
         return _backend.raw_namespace(data)
     if node.creator_node is not None:
         return node.creator_node.xp
+    from agnograd._define_then_run import _unlinked_source
+
+    source = _unlinked_source.get(node)
+    if source is not None:
+        return _namespace_of_node(source)
     raise RuntimeError(
         f"{node!r} has neither data nor a creator, so its library is unknown; give the "
         "Variable data (or create it with Variable(shape=..., device=...))"

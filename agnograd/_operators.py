@@ -13,6 +13,7 @@ from agnograd._backend import is_array
 from agnograd._config import no_backprop_mode
 from agnograd._inplace import inplace, setitem
 from agnograd._variable import Variable
+from agnograd.functions import _elementwise as E
 from agnograd.functions._core import apply_nondifferentiable
 
 _SCALARS = (bool, int, float, complex)
@@ -51,7 +52,8 @@ def _reshape(self: Variable, *shape: Any, unlink: bool = False) -> Variable:
     if unlink:
         with no_backprop_mode():
             out = F.reshape(self, shape)
-        out.requires_grad = self.requires_grad
+        if out.creator_node is None:  # eager: no link, so the flag is harmless
+            out.requires_grad = self.requires_grad
         return out
     return F.reshape(self, shape)
 
@@ -72,6 +74,11 @@ def _transpose(self: Variable, *axes: Any) -> Variable:
 
 def _scalar(convert: Any) -> Any:
     def method(self: Variable) -> Any:
+        if self._data is None:
+            raise RuntimeError(
+                f"{convert.__name__}() of a Variable without data: with auto-forward off, "
+                "call forward() first"
+            )
         return convert(self._data)
 
     return method
@@ -79,17 +86,18 @@ def _scalar(convert: Any) -> Any:
 
 def install() -> None:
     cls = Variable
-    cls.__add__ = F.add
-    cls.__radd__ = F.add
-    cls.__sub__ = F.subtract
+    # The operators call the node directly: `x * 2` is the hottest path of all.
+    cls.__add__ = E._add
+    cls.__radd__ = E._add
+    cls.__sub__ = E._sub
     cls.__rsub__ = lambda self, other: F.subtract(other, self)
-    cls.__mul__ = F.multiply
-    cls.__rmul__ = F.multiply
-    cls.__truediv__ = F.divide
+    cls.__mul__ = E._mul
+    cls.__rmul__ = E._mul
+    cls.__truediv__ = E._div
     cls.__rtruediv__ = lambda self, other: F.divide(other, self)
     cls.__floordiv__ = _comparison("floor_divide", lambda a, b: a // b)
     cls.__rfloordiv__ = _comparison("floor_divide", lambda a, b: b // a)
-    cls.__pow__ = F.pow
+    cls.__pow__ = E._pow
     cls.__rpow__ = lambda self, other: F.pow(other, self)
     cls.__matmul__ = F.matmul
     cls.__rmatmul__ = lambda self, other: F.matmul(other, self)

@@ -685,7 +685,8 @@ class Variable(DefineThenRun):
 
     def _describe(self) -> str:
         name = f" {self.name!r}" if self.name else ""
-        return f"Variable{name} ({self.label}, {_backend.backend_name(self.xp)})"
+        backend = "no data" if self._data is None else _backend.backend_name(self.xp)
+        return f"Variable{name} ({self.label}, {backend})"
 
     def _format(self, separator: str) -> str:
         name = f" {self.name}" if self.name else ""

@@ -1,0 +1,584 @@
+"""Abstract shape/dtype evaluation, the build step of define-then-run.
+
+With auto-forward off, each function's own forward runs on ``Abstract`` values
+that carry a shape and a dtype but no data. For every function of
+``agnograd.functions``, on random shapes (with broadcasting) and dtypes, the
+inferred shape and dtype must equal those of the eager result on the same inputs,
+on every backend; the deferred graph, once run, must also give the eager values.
+Operations whose result depends on the data must be refused when the graph is
+built, with a TypeError that says what to do.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import agnograd
+import agnograd.functions as F
+from agnograd import FunctionNode, Variable
+from agnograd._abstract import Abstract, AbstractNamespace, DataDependent, broadcast_shapes
+
+
+class Case(NamedTuple):
+    """One call: ``fn(*Variables around inputs)``; inputs are NumPy arrays."""
+
+    fn: Callable[..., Any]
+    inputs: tuple[np.ndarray, ...]
+
+
+# -- drawing inputs ------------------------------------------------------------------
+
+
+def float_dtypes(backend: str) -> list[str]:
+    # JAX computes in 32 bits unless its x64 mode is on (the suite leaves it off).
+    return ["float32"] if backend == "jax" else ["float32", "float64"]
+
+
+def int_dtypes(backend: str) -> list[str]:
+    return ["int32"] if backend == "jax" else ["int32", "int64"]
+
+
+def shapes(min_dims: int = 0, max_dims: int = 3) -> st.SearchStrategy[tuple[int, ...]]:
+    return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=1, max_side=4)
+
+
+def values(shape: tuple[int, ...], dtype: str, *, positive: bool = False) -> np.ndarray:
+    """Deterministic inputs: the values only matter for the forward comparison."""
+    size = int(np.prod(shape))
+    if dtype == "bool":
+        return (np.arange(size) % 3 == 0).reshape(shape)
+    if dtype.startswith("int"):
+        return (np.arange(size) % 5 + 1).astype(dtype).reshape(shape)
+    low = 0.5 if positive else -2.0
+    return np.linspace(low, 2.0, size, dtype=dtype).reshape(shape)
+
+
+def skip_torch_zero_d_promotion(
+    backend: str, shapes: tuple[tuple[int, ...], ...], dtypes: tuple[str, ...]
+) -> tuple[str, ...]:
+    """One dtype for all when torch would let a 0-d operand lose the promotion.
+
+    PyTorch's operators give ``float32 (n,) op float64 ()`` the dtype float32, unlike
+    the standard (and NumPy); test_torch_zero_d_operands_do_not_promote has that case.
+    """
+    if backend == "torch" and any(s == () for s in shapes) and any(s != () for s in shapes):
+        return (dtypes[0],) * len(dtypes)
+    return dtypes
+
+
+@st.composite
+def unary(
+    draw: Any,
+    backend: str,
+    fn: Any,
+    *,
+    ints: bool = False,
+    positive: bool = False,
+    min_dims: int = 0,
+) -> Case:
+    dtype = draw(st.sampled_from(float_dtypes(backend) + (int_dtypes(backend) if ints else [])))
+    return Case(fn, (values(draw(shapes(min_dims)), dtype, positive=positive),))
+
+
+@st.composite
+def binary(draw: Any, backend: str, fn: Any, *, ints: bool = True, positive: bool = False) -> Case:
+    """Two broadcastable arrays of any float/int dtypes, or one array and a Python scalar."""
+    pool = float_dtypes(backend) + (int_dtypes(backend) if ints else [])
+    pair = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=4))
+    s1, s2 = pair.input_shapes
+    d1, d2 = draw(st.sampled_from(pool)), draw(st.sampled_from(pool))
+    d1, d2 = skip_torch_zero_d_promotion(backend, (s1, s2), (d1, d2))
+    x1, x2 = values(s1, d1, positive=positive), values(s2, d2, positive=True)
+    scalar = draw(st.sampled_from([None, "left", "right"]))
+    if scalar is None:
+        return Case(fn, (x1, x2))
+    value = draw(st.sampled_from([2, 0.5] if d1.startswith("float") or not ints else [2]))
+    if scalar == "left":
+        return Case(lambda a: fn(value, a), (x2,))
+    return Case(lambda a: fn(a, value), (x1,))
+
+
+def axes(ndim: int) -> st.SearchStrategy[Any]:
+    if ndim == 0:
+        return st.none()
+    some = st.lists(
+        st.integers(-ndim, ndim - 1), min_size=1, max_size=ndim, unique_by=lambda a: a % ndim
+    )
+    return st.none() | st.integers(-ndim, ndim - 1) | some.map(tuple)
+
+
+@st.composite
+def reduction(draw: Any, backend: str, fn: Any, *, ints: bool) -> Case:
+    dtype = draw(st.sampled_from(float_dtypes(backend) + (int_dtypes(backend) if ints else [])))
+    shape = draw(shapes())
+    axis, keepdims = draw(axes(len(shape))), draw(st.booleans())
+    return Case(lambda a: fn(a, axis=axis, keepdims=keepdims), (values(shape, dtype),))
+
+
+@st.composite
+def softmaxes(draw: Any, backend: str, fn: Any) -> Case:
+    shape = draw(shapes(min_dims=1))
+    axis = draw(st.integers(-len(shape), len(shape) - 1))
+    dtype = draw(st.sampled_from(float_dtypes(backend)))
+    return Case(lambda a: fn(a, axis=axis), (values(shape, dtype),))
+
+
+@st.composite
+def matmuls(draw: Any, backend: str) -> Case:
+    n, k, m = (draw(st.integers(1, 3)) for _ in range(3))
+    batch = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=2, max_side=3))
+    b1, b2 = batch.input_shapes
+    kind = draw(st.sampled_from(["matrix", "vector-left", "vector-right", "vectors"]))
+    s1 = (k,) if kind in ("vector-left", "vectors") else (*b1, n, k)
+    s2 = (k,) if kind in ("vector-right", "vectors") else (*b2, k, m)
+    d1, d2 = (draw(st.sampled_from(float_dtypes(backend))) for _ in range(2))
+    return Case(F.matmul, (values(s1, d1), values(s2, d2)))
+
+
+@st.composite
+def linears(draw: Any, backend: str) -> Case:
+    lead = draw(hnp.array_shapes(min_dims=1, max_dims=2, max_side=3))
+    k, m = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    dtype = draw(st.sampled_from(float_dtypes(backend)))
+    x, W, b = values((*lead, k), dtype), values((m, k), dtype), values((m,), dtype)
+    if draw(st.booleans()):
+        return Case(F.linear, (x, W, b))
+    return Case(F.linear, (x, W))
+
+
+@st.composite
+def broadcasts(draw: Any, backend: str) -> Case:
+    pair = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=4))
+    target = pair.result_shape
+    return Case(lambda a: F.broadcast_to(a, target), (values(pair.input_shapes[0], "float32"),))
+
+
+@st.composite
+def reshapes(draw: Any, backend: str) -> Case:
+    shape = draw(shapes())
+    size = int(np.prod(shape))
+    target = draw(st.sampled_from([(size,), (-1,), (*shape, 1), tuple(reversed(shape)), (1, -1)]))
+    return Case(
+        lambda a: F.reshape(a, target),
+        (values(shape, draw(st.sampled_from(float_dtypes(backend) + int_dtypes(backend)))),),
+    )
+
+
+@st.composite
+def permutations(draw: Any, backend: str, fn: Any, *, optional: bool = False) -> Case:
+    shape = draw(shapes())
+    perm = tuple(draw(st.permutations(range(len(shape)))))
+    if optional and draw(st.booleans()):
+        return Case(fn, (values(shape, "float32"),))
+    return Case(lambda a: fn(a, perm), (values(shape, "float32"),))
+
+
+@st.composite
+def expand_dims(draw: Any, backend: str) -> Case:
+    shape = draw(shapes())
+    axis = draw(st.integers(-len(shape) - 1, len(shape)))
+    return Case(lambda a: F.expand_dims(a, axis=axis), (values(shape, "float32"),))
+
+
+@st.composite
+def squeezes(draw: Any, backend: str) -> Case:
+    shape = list(draw(hnp.array_shapes(min_dims=0, max_dims=2, min_side=2, max_side=3)))
+    for _ in range(draw(st.integers(1, 2))):
+        shape.insert(draw(st.integers(0, len(shape))), 1)
+    unit = [i for i, s in enumerate(shape) if s == 1]
+    chosen = tuple(draw(st.lists(st.sampled_from(unit), min_size=1, unique=True)))
+    axis = chosen[0] if len(chosen) == 1 and draw(st.booleans()) else chosen
+    return Case(lambda a: F.squeeze(a, axis=axis), (values(tuple(shape), "float32"),))
+
+
+@st.composite
+def joins(draw: Any, backend: str, name: str) -> Case:
+    n = draw(st.integers(1, 3))
+    shape = list(draw(shapes(min_dims=1 if name == "concat" else 0)))
+    ndim = len(shape)
+    dtypes = [draw(st.sampled_from(float_dtypes(backend))) for _ in range(n)]
+    if name == "concat":
+        axis = draw(st.none() | st.integers(-ndim, ndim - 1))
+        inputs = []
+        for dtype in dtypes:
+            if axis is not None:
+                shape[axis] = draw(st.integers(1, 3))
+            inputs.append(values(tuple(shape), dtype))
+        return Case(lambda *xs: F.concat(list(xs), axis=axis), tuple(inputs))
+    axis = draw(st.integers(-ndim - 1, ndim))
+    return Case(
+        lambda *xs: F.stack(list(xs), axis=axis), tuple(values(tuple(shape), d) for d in dtypes)
+    )
+
+
+@st.composite
+def astypes(draw: Any, backend: str) -> Case:
+    pool = float_dtypes(backend) + int_dtypes(backend)
+    source, target = draw(st.sampled_from(pool)), draw(st.sampled_from(pool))
+    return Case(lambda a: F.astype(a, getattr(a.xp, target)), (values(draw(shapes()), source),))
+
+
+@st.composite
+def wheres(draw: Any, backend: str) -> Case:
+    three = draw(hnp.mutually_broadcastable_shapes(num_shapes=3, max_dims=3, max_side=4))
+    sc, s1, s2 = three.input_shapes
+    pool = float_dtypes(backend)
+    d1, d2 = draw(st.sampled_from(pool)), draw(st.sampled_from(pool))
+    d1, d2 = skip_torch_zero_d_promotion(backend, (s1, s2), (d1, d2))
+    cond, x1, x2 = values(sc, "bool"), values(s1, d1), values(s2, d2)
+    form = draw(st.sampled_from(["arrays", "scalar-left", "scalar-right", "mask-variable"]))
+    if form == "scalar-left":
+        return Case(lambda c, b: F.where(c, 0.5, b), (cond, x2))
+    if form == "scalar-right":
+        return Case(lambda c, a: F.where(c, a, 0.5), (cond, x1))
+    if form == "mask-variable":  # the condition computed in the graph
+        return Case(lambda a, b: F.where(a > 0, a, b), (x1, x2))
+    return Case(F.where, (cond, x1, x2))
+
+
+@st.composite
+def get_items(draw: Any, backend: str) -> Case:
+    shape = draw(shapes(min_dims=1))
+    key = draw(hnp.basic_indices(shape, allow_newaxis=True, allow_ellipsis=True))
+    return Case(lambda a: F.get_item(a, key), (values(shape, "float32"),))
+
+
+@st.composite
+def cross_entropies(draw: Any, backend: str) -> Case:
+    n, c = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    reduce = draw(st.sampled_from(["mean", "no"]))
+    labels = (np.arange(n) % c).astype("int32" if backend == "jax" else "int64")
+    dtype = draw(st.sampled_from(float_dtypes(backend)))
+    return Case(
+        lambda x, t: F.softmax_cross_entropy(x, t, reduce=reduce), (values((n, c), dtype), labels)
+    )
+
+
+@st.composite
+def squared_errors(draw: Any, backend: str) -> Case:
+    shape = draw(shapes())
+    dtype = draw(st.sampled_from(float_dtypes(backend)))
+    return Case(F.mean_squared_error, (values(shape, dtype), values(shape, dtype) * 2))
+
+
+def _sum_with_dtype(draw_backend: str) -> st.SearchStrategy[Case]:
+    # F.sum(x, dtype=...) casts first; the rest of sum's forms are in `reduction`.
+    target = "float32" if draw_backend == "jax" else "float64"
+    plain = reduction(draw_backend, F.sum, ints=True)
+    cast = shapes().map(
+        lambda s: Case(lambda a: F.sum(a, dtype=getattr(a.xp, target)), (values(s, "float32"),))
+    )
+    return plain | cast
+
+
+Strategy = Callable[[str], st.SearchStrategy[Case]]
+
+
+def family(strategy: Callable[..., Any], names: str, **options: Any) -> dict[str, Strategy]:
+    """The same strategy for several functions: ``strategy(backend, F.<name>, **options)``."""
+    return {
+        name: functools.partial(strategy, fn=getattr(F, name), **options) for name in names.split()
+    }
+
+
+# One strategy per public function of agnograd.functions (test_every_function_has_a_case
+# keeps the table complete). Floating-only functions get float inputs: integer inputs
+# are covered by test_integer_inputs_of_floating_functions.
+CASES: dict[str, Strategy] = {
+    **family(unary, "cos exp sin tanh sigmoid"),
+    **family(unary, "log sqrt", positive=True),
+    **family(unary, "absolute identity negative relu sign square", ints=True),
+    **family(binary, "add subtract multiply equal not_equal less less_equal greater greater_equal"),
+    "floor_divide": lambda b: binary(b, F.floor_divide, positive=True),
+    "divide": lambda b: binary(b, F.divide, ints=False),
+    "pow": lambda b: binary(b, F.pow, ints=False, positive=True),
+    "sum": _sum_with_dtype,
+    "mean": lambda b: reduction(b, F.mean, ints=False),
+    "softmax": lambda b: softmaxes(b, F.softmax),
+    "log_softmax": lambda b: softmaxes(b, F.log_softmax),
+    "matmul": matmuls,
+    "linear": linears,
+    "broadcast_to": broadcasts,
+    "reshape": reshapes,
+    "permute_dims": lambda b: permutations(b, F.permute_dims),
+    "transpose": lambda b: permutations(b, F.transpose, optional=True),
+    "matrix_transpose": lambda b: shapes(min_dims=2, max_dims=4).map(
+        lambda s: Case(F.matrix_transpose, (values(s, "float32"),))
+    ),
+    "expand_dims": expand_dims,
+    "squeeze": squeezes,
+    "concat": lambda b: joins(b, "concat"),
+    "stack": lambda b: joins(b, "stack"),
+    "astype": astypes,
+    "where": wheres,
+    "get_item": get_items,
+    "softmax_cross_entropy": cross_entropies,
+    "mean_squared_error": squared_errors,
+}
+
+
+def compare_with_eager(backend: Any, case: Case) -> bool:
+    """Check the deferred call against the eager one; False if eager refuses the inputs."""
+    arrays = [backend.xp.asarray(a) for a in case.inputs]
+    try:
+        want = case.fn(*[Variable(a) for a in arrays])
+    except Exception:  # outside the function's domain on this library (strictness)
+        return False
+    leaves = [Variable(a) for a in arrays]
+    with agnograd.auto_forward(False):
+        got = case.fn(*leaves)
+    assert got.array is None, "define-then-run computed eagerly"
+    assert got.shape == tuple(want.shape), f"shape {got.shape}, eager {tuple(want.shape)}"
+    assert got.dtype == want.dtype, f"dtype {got.dtype}, eager {want.dtype}"
+    got.forward()
+    assert tuple(got.d.shape) == tuple(want.shape)
+    assert got.d.dtype == want.dtype
+    np.testing.assert_allclose(
+        backend.to_numpy(got.d), backend.to_numpy(want.d), rtol=1e-6, equal_nan=True
+    )
+    return True
+
+
+def examples(backend: Any) -> settings:
+    """The active profile's number of examples; fewer for JAX, which compiles every
+    new shape on first use (a few milliseconds per operation)."""
+    n = settings.default.max_examples
+    return settings(max_examples=2 if backend.name == "jax" else n, deadline=None)
+
+
+def test_every_function_has_a_case():
+    assert set(CASES) == set(F.__all__)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_inferred_shape_and_dtype_equal_eager(backend, name):
+    @examples(backend)
+    @given(case=CASES[name](backend.name))
+    def check(case: Case) -> None:
+        compare_with_eager(backend, case)
+
+    check()
+
+
+def test_random_chains_infer_what_eager_computes(backend):
+    """Chains of random functions, each applied to the previous result (and, for the
+    binary ones, to a fresh input that broadcasts against it)."""
+    menu = ["add", "multiply", "exp", "tanh", "sum", "transpose", "expand_dims", "where", "square"]
+
+    @examples(backend)
+    @given(
+        names=st.lists(st.sampled_from(menu), min_size=1, max_size=6),
+        shape=shapes(min_dims=1),
+        dtype=st.sampled_from(float_dtypes(backend.name)),
+        data=st.data(),
+    )
+    def check(names: list[str], shape: tuple[int, ...], dtype: str, data: Any) -> None:
+        extras = [
+            values(data.draw(hnp.broadcastable_shapes(shape, max_dims=3)), dtype)
+            for name in names
+            if name in ("add", "multiply")
+        ]
+
+        def chain(x: Variable, *others: Variable) -> Variable:
+            it = iter(others)
+            for name in names:
+                if name in ("add", "multiply"):
+                    x = getattr(F, name)(x, next(it))
+                elif name == "sum":
+                    x = F.sum(x, axis=0, keepdims=True)
+                elif name == "expand_dims":
+                    x = F.expand_dims(x, axis=-1)
+                elif name == "where":
+                    x = F.where(x > 0, x, 0.0)
+                elif name == "transpose":
+                    x = F.transpose(x)
+                else:
+                    x = getattr(F, name)(x)
+            return x
+
+        compare_with_eager(backend, Case(chain, (values(shape, dtype), *extras)))
+
+    check()
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        pytest.param(F.exp, id="exp"),
+        pytest.param(F.sqrt, id="sqrt"),
+        pytest.param(F.tanh, id="tanh"),
+        pytest.param(F.log, id="log"),
+        pytest.param(lambda a: F.divide(a, a), id="divide"),
+        pytest.param(lambda a: a / 2, id="divide-scalar"),
+        pytest.param(lambda a: 1 / a, id="scalar-divide"),
+        pytest.param(F.mean, id="mean"),
+    ],
+)
+def test_integer_inputs_of_floating_functions(backend, call):
+    if not compare_with_eager(backend, Case(call, (values((2, 3), "int32"),))):
+        pytest.skip(f"{backend.name} refuses integer inputs here (eagerly too)")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="Known limitation: PyTorch's operators let a dimensioned operand's dtype win over a 0-d "
+    "one of the same kind (float32 (3,) / float64 () is float32); the abstract "
+    "namespace applies the standard's result_type (float64)",
+)
+@pytest.mark.parametrize("second", ["float64", "int64"])
+def test_torch_zero_d_operands_do_not_promote(second):
+    torch = pytest.importorskip("torch")
+
+    class Torch:
+        xp = torch
+
+        @staticmethod
+        def to_numpy(x: Any) -> np.ndarray:
+            return np.asarray(x)
+
+    first = "float32" if second == "float64" else "int32"
+    case = Case(lambda a, b: a * b, (values((3,), first), values((), second)))
+    assert compare_with_eager(Torch, case)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        pytest.param(lambda a: a + 1, id="int-plus-int"),
+        pytest.param(lambda a: a * 2.5, id="int-times-float"),
+        pytest.param(lambda a: a**2, id="int-power"),
+        pytest.param(lambda a: a // 2, id="floor-divide"),
+        pytest.param(lambda a: F.sum(a), id="sum"),
+        pytest.param(lambda a: a == 1, id="equal"),
+        pytest.param(lambda a: F.astype(a, a.xp.float32) + a, id="float-plus-int"),
+    ],
+)
+def test_integer_arithmetic_promotes_like_the_library(backend, call):
+    compare_with_eager(backend, Case(call, (values((2, 3), "int32"),)))
+
+
+# -- the abstract evaluator itself -------------------------------------------------------
+
+
+@given(hnp.mutually_broadcastable_shapes(num_shapes=3, max_dims=4))
+def test_broadcast_shapes_follows_numpy(shapes3):
+    assert broadcast_shapes(*shapes3.input_shapes) == shapes3.result_shape
+
+
+def test_broadcast_shapes_refuses_incompatible_shapes():
+    with pytest.raises(ValueError, match=r"\(2, 3\), \(4,\) cannot be broadcast"):
+        broadcast_shapes((2, 3), (4,))
+    assert broadcast_shapes() == ()
+
+
+@given(data=st.data(), shape=shapes(min_dims=1, max_dims=4))
+def test_abstract_basic_indexing_follows_numpy(data, shape):
+    import array_api_compat.numpy as xp
+
+    key = data.draw(hnp.basic_indices(shape, allow_newaxis=True, allow_ellipsis=True))
+    a = Abstract(shape, xp.float32, xp)
+    assert a[key].shape == np.zeros(shape)[key].shape
+
+
+def test_abstract_values_have_no_data():
+    import array_api_compat.numpy as xp
+
+    a = Abstract((2, 3), xp.float32, xp)
+    ns = a.__array_namespace__()
+    assert isinstance(ns, AbstractNamespace)
+    b = ns.exp(a @ a.mT + 1.0)
+    assert isinstance(b, Abstract)
+    assert (b.shape, b.dtype) == ((2, 2), np.float32)
+    assert ns.sum(a, axis=1, keepdims=True).shape == (2, 1)
+    assert ns.reshape(a, (-1,)).shape == (6,)
+    assert ns.argmax(a, axis=0).dtype == np.int64
+    assert ns.astype(a, xp.float64).dtype == np.float64
+    assert (a.ndim, a.size, len(a), a.T.shape) == (2, 6, 2, (3, 2))
+    with pytest.raises(DataDependent):
+        bool(a)
+    with pytest.raises(DataDependent):
+        float(a)
+
+
+def test_data_dependent_is_a_type_error():
+    assert issubclass(DataDependent, TypeError)
+
+
+def test_boolean_mask_in_a_forward_is_refused_at_build_time(backend):
+    class Positive(FunctionNode):
+        def forward(self, inputs):
+            (x,) = inputs
+            return (x[x > 0],)
+
+    x = Variable(backend.asarray([1.0, -1.0, 2.0]))
+    with agnograd.auto_forward(False), pytest.raises(TypeError) as info:
+        Positive().apply((x,))
+    message = str(info.value)
+    assert "Positive" in message
+    assert "boolean mask" in message
+    assert "auto_forward(True)" in message
+    assert "infer" in message
+    assert Positive().apply((x,))[0].shape == (2,)  # eagerly it works
+
+
+def test_python_value_of_an_array_in_a_forward_is_refused_at_build_time():
+    class Ones(FunctionNode):
+        def forward(self, inputs):
+            (x,) = inputs
+            return (self.xp.ones(int(self.xp.sum(x))),)
+
+    x = Variable(np.ones(3, np.float32))
+    with agnograd.auto_forward(False), pytest.raises(TypeError, match=r"Ones.*without data"):
+        Ones().apply((x,))
+
+
+def test_infer_override_declares_a_data_dependent_output():
+    class FirstPositive(FunctionNode):
+        """The first ``n`` positive entries; ``n`` is known to the caller."""
+
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def forward(self, inputs):
+            (x,) = inputs
+            return (x[x > 0][: self.n],)
+
+        def infer(self, inputs):
+            return (((self.n,), inputs[0].dtype),)
+
+    x = Variable(np.array([-1.0, 3.0, 4.0, -2.0], np.float32))
+    with agnograd.auto_forward(False):
+        (y,) = FirstPositive(2).apply((x,))
+    assert (y.shape, y.dtype, y.d) == ((2,), np.float32, None)
+    y.forward()
+    np.testing.assert_array_equal(y.d, [3.0, 4.0])
+
+
+def test_build_time_errors_name_the_problem():
+    x = Variable(np.ones((2, 3), np.float32))
+    with agnograd.auto_forward(False):
+        with pytest.raises(ValueError, match=r"matmul: shapes \(2, 3\) and \(2, 3\) do not align"):
+            x @ x
+        with pytest.raises(ValueError, match="cannot be broadcast"):
+            F.broadcast_to(x, (3, 3))
+
+
+def test_out_of_range_axis_is_refused_at_build_time():
+    x = Variable(np.ones((2, 3), np.float32))
+    with agnograd.auto_forward(False), pytest.raises((ValueError, IndexError)):
+        F.sum(x, axis=2)
+
+
+def test_concat_of_mismatched_shapes_is_refused_at_build_time():
+    x, y = Variable(np.ones((2, 3), np.float32)), Variable(np.ones(4, np.float32))
+    with agnograd.auto_forward(False), pytest.raises(ValueError, match="concat"):
+        F.concat([x, y], axis=0)
