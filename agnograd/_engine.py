@@ -363,9 +363,12 @@ def _free(func: FunctionNode, keep: set[VariableNode]) -> None:
 
 
 def _cast(gx: Any, dtype: Any) -> Any:
-    if isinstance(gx, Variable):
-        return gx.__array_namespace__().astype(gx, dtype)
-    return raw_namespace(gx).astype(gx, dtype)
+    """Cast a gradient to its input's dtype; a complex gradient of a real input keeps
+    its real part (the input can only move along the real axis), as torch does."""
+    xp = gx.__array_namespace__() if isinstance(gx, Variable) else raw_namespace(gx)
+    if xp.isdtype(gx.dtype, "complex floating") and not xp.isdtype(dtype, "complex floating"):
+        gx = xp.real(gx)
+    return xp.astype(gx, dtype)
 
 
 def _store_grad(node: VariableNode, g: Any) -> None:

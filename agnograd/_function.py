@@ -273,8 +273,13 @@ class FunctionNode:
         for i, data in zip(self._retain_out, saved, strict=True):
             node = outputs[i]()
             if node is None:
+                # The output was dropped: rebuild it and link it back in, so that the
+                # second-order gradient reaching it flows through this node.
                 var = Variable._new(data, True)
                 var._node.set_creator_node(self)
+                refs = list(self.outputs)  # type: ignore[arg-type]
+                refs[i] = _weakref(var._node)
+                self.outputs = tuple(refs)
                 result.append(var)
             else:
                 result.append(_variable_of(node, data))

@@ -82,6 +82,19 @@ PASSTHROUGH = {
 }
 
 
+# Dtype queries that also accept arrays: they get the Variables' arrays.
+_TAKES_ARRAYS = {"result_type", "can_cast", "finfo", "iinfo"}
+
+
+def _unwrapping(fn: Any) -> Any:
+    def apply(*args: Any) -> Any:
+        return fn(*[a._data if isinstance(a, Variable) else a for a in args])
+
+    apply.__name__ = apply.__qualname__ = getattr(fn, "__name__", "function")
+    apply.__doc__ = f"``{apply.__name__}`` of the backend, given the arrays of Variables."
+    return apply
+
+
 class Namespace:
     """The differentiable array API namespace of one backend.
 
@@ -118,12 +131,16 @@ class Namespace:
             value = NON_DIFFERENTIABLE[key]
         elif key == "asarray":
             value = self._asarray
+        elif not self._prefix and name in _TAKES_ARRAYS:
+            value = _unwrapping(getattr(self._raw, name))
         elif not self._prefix and name in PASSTHROUGH:
             value = getattr(self._raw, name)
         elif any(k.startswith(key + ".") for k in (*DIFFERENTIABLE, *NON_DIFFERENTIABLE)):
             value = Namespace(getattr(self._raw, name), prefix=key + ".")
         elif key in UNSUPPORTED:
-            raise AttributeError(f"agnograd's namespace does not support {key!r}: {UNSUPPORTED[key]}")
+            raise AttributeError(
+                f"agnograd's namespace does not support {key!r}: {UNSUPPORTED[key]}"
+            )
         else:
             raise AttributeError(
                 f"agnograd's namespace has no {key!r}: it is neither a differentiable nor a "
