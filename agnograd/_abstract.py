@@ -6,7 +6,7 @@ forward runs on :class:`Abstract` values, whose namespace computes the shape and
 dtype each array API function would produce. No backend computation happens.
 
 Operations whose result depends on the values (boolean-mask indexing, ``int(x)``)
-raise :class:`DataDependent`; a FunctionNode can then declare its outputs by
+raise :class:`DataDependentError`; a FunctionNode can then declare its outputs by
 overriding ``FunctionNode.infer``.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import numpy
 
 
-class DataDependent(TypeError):
+class DataDependentError(TypeError):
     """The result's shape or value depends on data that does not exist yet."""
 
 
@@ -117,7 +117,9 @@ class Abstract:
         for k in items:
             if isinstance(k, Abstract):
                 if _is_bool(self.xp, k.dtype):
-                    raise DataDependent("indexing with a boolean mask has a data-dependent shape")
+                    raise DataDependentError(
+                        "indexing with a boolean mask has a data-dependent shape"
+                    )
                 k = _dummy(k.shape)
             elif hasattr(k, "shape") and hasattr(k, "dtype"):
                 k = numpy.asarray(k) if _is_bool(self.xp, k.dtype) else _dummy(tuple(k.shape))
@@ -125,10 +127,10 @@ class Abstract:
         return self._like(_dummy(self.shape)[tuple(plain)].shape)
 
     def __bool__(self) -> bool:
-        raise DataDependent("the truth value of an array without data is unknown")
+        raise DataDependentError("the truth value of an array without data is unknown")
 
     def __int__(self) -> int:
-        raise DataDependent("the value of an array without data is unknown")
+        raise DataDependentError("the value of an array without data is unknown")
 
     __float__ = __index__ = __complex__ = __int__  # type: ignore[assignment]
 
@@ -384,7 +386,7 @@ class AbstractNamespace:
             "can_cast",
         ):
             return getattr(xp, name)
-        raise DataDependent(f"no abstract rule for {name!r}")
+        raise DataDependentError(f"no abstract rule for {name!r}")
 
     def _default(self, kind: str) -> Any:
         return self._xp.__array_namespace_info__().default_dtypes()[kind]
@@ -506,9 +508,7 @@ class AbstractNamespace:
             if len(other) != first.ndim or any(
                 s != o for i, (s, o) in enumerate(zip(first.shape, other, strict=True)) if i != axis
             ):
-                raise ValueError(
-                    f"concat: shapes {first.shape} and {other} differ off axis {axis}"
-                )
+                raise ValueError(f"concat: shapes {first.shape} and {other} differ off axis {axis}")
         shape = list(first.shape)
         shape[axis] = sum(_shape(a)[axis] for a in arrays)
         return Abstract(tuple(shape), dtype, self._xp, getattr(first, "device", None))

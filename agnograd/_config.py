@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 ENABLE_BACKPROP: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "agnograd.enable_backprop", default=True
 )
-FUNCTION_HOOKS: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar(
-    "agnograd.function_hooks", default={}
+FUNCTION_HOOKS: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
+    "agnograd.function_hooks", default=MappingProxyType({})
 )
 
 AUTO_FORWARD: contextvars.ContextVar[bool] = contextvars.ContextVar(
@@ -85,9 +86,7 @@ class _Config:
 
     def show(self) -> str:
         """Return the entries visible in this thread as ``name value`` lines."""
-        return "\n".join(
-            f"{name:<16} {getattr(self, name)!r}" for name in sorted(self._names())
-        )
+        return "\n".join(f"{name:<16} {getattr(self, name)!r}" for name in sorted(self._names()))
 
 
 config = _Config()

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agnograd import _backend, _versions
-from agnograd._abstract import Abstract, DataDependent
+from agnograd._abstract import Abstract, DataDependentError
 from agnograd._backend import _namespaces
 from agnograd._config import AUTO_FORWARD, ENABLE_BACKPROP, FUNCTION_HOOKS
 from agnograd._variable import Variable, VariableNode, _empty_variable, _new_variable
@@ -200,7 +200,7 @@ class FunctionNode:
         specs = tuple(Abstract(n.shape, n.dtype, xp) for n in nodes)
         try:
             outputs = self.infer(specs)
-        except DataDependent as error:
+        except DataDependentError as error:
             raise TypeError(
                 f"{self.label}: define-then-run cannot infer its output shape ({error}); "
                 f"compute it eagerly (auto_forward(True)) or override {type(self).__name__}.infer"
@@ -359,8 +359,7 @@ def _freed_message(func: FunctionNode, what: str) -> str:
 def _as_constant(x: Any) -> Variable:
     if not _backend.is_array(x):
         raise TypeError(
-            f"expected a Variable or an array of an array API library, got "
-            f"{type(x).__name__} {x!r}"
+            f"expected a Variable or an array of an array API library, got {type(x).__name__} {x!r}"
         )
     return Variable._new(x, False)
 

@@ -43,8 +43,6 @@ def differentiable_namespace(raw: Any) -> Any:
     return Namespace(raw)
 
 
-
-
 def namespace(obj: Any) -> Any:
     """agnograd's differentiable namespace for a backend namespace, array or Variable.
 

@@ -51,16 +51,16 @@ class VariableNode:
     """
 
     __slots__ = (
+        "__weakref__",
+        "_data",
         "_variable",
         "creator_node",
-        "_data",
-        "name",
-        "requires_grad",
-        "rank",
-        "shape",
         "dtype",
+        "name",
         "persistent",
-        "__weakref__",
+        "rank",
+        "requires_grad",
+        "shape",
     )
 
     def __init__(
@@ -190,7 +190,7 @@ class Variable(DefineThenRun):
     variable x([1., 2., 3.])
     """
 
-    __slots__ = ("_data", "_node", "_grad_var", "__weakref__")
+    __slots__ = ("__weakref__", "_data", "_grad_var", "_node")
 
     # Make NumPy return NotImplemented for ``ndarray <op> Variable`` so the reflected
     # operator of the Variable runs instead of an object-array loop.

@@ -156,7 +156,9 @@ class TimerHook(FunctionHook):
 
     def summary(self) -> dict[str, dict[str, float]]:
         """Per function label: number of calls and total seconds."""
-        table: dict[str, dict[str, float]] = defaultdict(lambda: {"occurrence": 0, "elapsed_time": 0.0})
+        table: dict[str, dict[str, float]] = defaultdict(
+            lambda: {"occurrence": 0, "elapsed_time": 0.0}
+        )
         for label, t in self.call_history:
             table[label]["occurrence"] += 1
             table[label]["elapsed_time"] += t

@@ -92,7 +92,9 @@ class NonDifferentiable(FunctionNode):
 
     differentiable = False
 
-    def __init__(self, compute: Callable[..., Any], template: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def __init__(
+        self, compute: Callable[..., Any], template: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
         self.compute = compute
         self.template = template
         self.kwargs = kwargs
@@ -110,7 +112,9 @@ class NonDifferentiable(FunctionNode):
 ARRAY = object()
 
 
-def apply_nondifferentiable(compute: Callable[..., Any], args: Any, kwargs: dict[str, Any]) -> Variable:
+def apply_nondifferentiable(
+    compute: Callable[..., Any], args: Any, kwargs: dict[str, Any]
+) -> Variable:
     """Apply ``compute(xp, *args, **kwargs)`` as a node; Python scalars stay in place."""
     template = tuple(ARRAY if not _is_scalar(a) and a is not None else a for a in args)
     arrays = tuple(a for a in args if not _is_scalar(a) and a is not None)

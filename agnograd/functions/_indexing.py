@@ -1,20 +1,30 @@
-"""Indexing as a pair of primitives: ``GetItem`` and ``GetItemGrad``.
+"""Indexing as pairs of primitives: ``GetItem``/``GetItemGrad`` and ``Gather``/``ScatterAdd``.
 
-Each one's backward is the other. ``GetItemGrad`` scatters a gradient into zeros;
-with integer-array keys, repeated indices must accumulate, which the standard
+Each one's backward is the other. ``GetItemGrad`` and ``ScatterAdd`` add a gradient
+into zeros; with integer indices, repeated ones must accumulate, which the standard
 cannot express, so it goes through the owning adapter's scatter-add hook.
+
+``Gather`` serves every function whose output elements are elements of its input
+(``take``, ``take_along_axis``, ``repeat`` with an array of repeats, ``sort``):
+applied to the flat positions ``0, 1, ..., size - 1`` laid out in the input's
+shape, the same function says where each output element came from, and the
+gradient is scattered back to those positions.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import array_api_compat
 
 from agnograd._backend import raw_namespace, scatter_add_flat
 from agnograd._function import FunctionNode
+from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
+from agnograd.functions._core import raw, shape_of
+from agnograd.functions._statistical import input_shape
 
 _BASIC = (int, slice, type(Ellipsis), type(None))
 
@@ -77,7 +87,7 @@ class GetItem(FunctionNode):
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
-        shape = self.inputs[0].shape  # type: ignore[index]
+        shape = input_shape(self)
         if isinstance(gy, Variable):
             return (GetItemGrad(self.key, shape).apply((gy,))[0],)
         return (scatter_into_zeros(shape, self.key, gy),)
@@ -111,12 +121,218 @@ def get_item(x: Any, slices: Any) -> Variable:
     array([1., 0., 2.])
     """
     data = x._data if isinstance(x, Variable) else x
-    if data is None:  # define-then-run: the key is taken as it is
-        return GetItem(slices).apply((x,))[0]
-    key = normalize_key(slices, raw_namespace(data), array_api_compat.device(data), data.ndim)
+    for k in slices if isinstance(slices, tuple) else (slices,):
+        if isinstance(k, Variable) and k._data is None:
+            raise TypeError(
+                "get_item: the key is a Variable without data (define-then-run); a mask's "
+                "result has a data-dependent shape, so compute the key eagerly first"
+            )
+    if data is None:  # define-then-run: namespace and ndim from the graph
+        from agnograd._function import _namespace_of_node
+
+        xp = _namespace_of_node(x._node)
+        key = normalize_key(slices, xp, None, len(x._node.shape))
+    else:
+        key = normalize_key(slices, raw_namespace(data), array_api_compat.device(data), data.ndim)
     return GetItem(key).apply((x,))[0]
 
 
-DIFFERENTIABLE: dict[str, Any] = {}
+def scatter_add_positions(positions: Any, shape: tuple[int, ...], values: Any) -> Any:
+    """Zeros of ``shape`` with ``values`` added at the flat ``positions`` (same shape as
+    ``values``); repeated positions accumulate."""
+    xp = raw_namespace(values)
+    size = math.prod(shape)
+    out = xp.zeros((size,), dtype=values.dtype, device=array_api_compat.device(values))
+    flat = scatter_add_flat(out, xp.reshape(positions, (-1,)), xp.reshape(values, (-1,)))
+    return xp.reshape(flat, shape)
+
+
+class Gather(FunctionNode):
+    """``fn(xp, x, *indices)`` for a function that only picks elements of ``x``.
+
+    The index arrays are inputs too (so that define-then-run can defer them), but
+    they get no gradient. ``x``'s gradient scatters the output gradient back to the
+    positions ``fn`` picked, found by applying ``fn`` to the flat positions of ``x``.
+    """
+
+    def __init__(self, fn: Callable[..., Any], n_indices: int, label: str) -> None:
+        self.fn = fn
+        self.name = label
+        self._retain_in = tuple(range(1, n_indices + 1))
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (self.fn(self.xp, *inputs),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (gy,) = grad_outputs
+        shape = input_shape(self)
+        data = raw(gy)
+        xp = raw_namespace(data)
+        device = array_api_compat.device(data)
+        size = math.prod(shape)
+        where = xp.reshape(xp.arange(size, dtype=index_dtype(xp, device), device=device), shape)
+        indices = self.get_retained_inputs() if self._retain_in else ()
+        positions = self.fn(xp, where, *(raw(i) for i in indices))
+        if isinstance(gy, Variable):
+            gx = ScatterAdd(positions, shape).apply((gy,))[0]
+        else:
+            gx = scatter_add_positions(positions, shape, gy)
+        return tuple(gx if i == 0 else None for i in indexes)
+
+
+class ScatterAdd(FunctionNode):
+    """Zeros of ``shape`` with the input added at flat ``positions``; backward gathers."""
+
+    def __init__(self, positions: Any, shape: tuple[int, ...]) -> None:
+        self.positions = positions
+        self.shape = shape
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (scatter_add_positions(self.positions, self.shape, inputs[0]),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (g,) = grad_outputs
+        xp = namespace_of(g)
+        positions = self.positions
+        flat = xp.take(xp.reshape(g, (-1,)), raw_namespace(positions).reshape(positions, (-1,)))
+        return (xp.reshape(flat, tuple(positions.shape)),)
+
+
+def index_dtype(xp: Any, device: Any) -> Any:
+    """The default indexing dtype of ``device`` (int32 where a device has no int64)."""
+    try:
+        return xp.__array_namespace_info__().default_dtypes(device=device)["indexing"]
+    except (AttributeError, TypeError, ValueError):  # no inspection API: the default
+        return None
+
+
+def take_along_axis_of(xp: Any, x: Any, indices: Any, axis: int) -> Any:
+    """``xp.take_along_axis``, or a flat ``take`` where the library lacks it (Dask).
+
+    Examples
+    --------
+    >>> import array_api_strict as xp
+    >>> from agnograd.functions._indexing import take_along_axis_of
+    >>> x = xp.asarray([[10, 11, 12], [20, 21, 22]])
+    >>> take_along_axis_of(xp, x, xp.asarray([[2, 0], [1, 1]]), 1)
+    Array([[12, 10],
+           [21, 21]], dtype=array_api_strict.int64)
+    """
+    if hasattr(xp, "take_along_axis"):
+        return xp.take_along_axis(x, indices, axis=axis)
+    shape = tuple(x.shape)
+    device = array_api_compat.device(x)
+    # Flat position of each output element: the index along axis and its own
+    # coordinates on the other axes, times the strides of x. The other axes
+    # broadcast: where x has length 1 the coordinate is 0.
+    flat = indices * math.prod(shape[axis + 1 :])
+    for k, n in enumerate(shape):
+        if k == axis or n == 1:
+            continue
+        coordinate = xp.arange(n, dtype=indices.dtype, device=device) * math.prod(shape[k + 1 :])
+        flat = flat + xp.reshape(coordinate, tuple(n if j == k else 1 for j in range(len(shape))))
+    picked = xp.take(xp.reshape(x, (-1,)), xp.reshape(flat, (-1,)), axis=0)
+    return xp.reshape(picked, tuple(flat.shape))
+
+
+def gather(fn: Callable[..., Any], x: Any, indices: Any, label: str) -> Variable:
+    """Apply the :class:`Gather` ``fn(xp, x, indices)``.
+
+    Index Variables (the result of ``argsort``, say) are inputs of the node, so that
+    define-then-run computes them first; raw index arrays are kept by the node.
+    """
+    if isinstance(indices, Variable):
+        return Gather(fn, 1, label).apply((x, indices))[0]
+
+    def bound(xp: Any, a: Any) -> Any:
+        return fn(xp, a, indices)
+
+    return Gather(bound, 0, label).apply((x,))[0]
+
+
+def _index_array(indices: Any, op: str) -> Any:
+    if isinstance(indices, Variable):
+        return indices
+    if type(indices) in (bool, int, float, complex, list, tuple) or indices is None:
+        raise TypeError(
+            f"{op}: indices must be an integer array, got {type(indices).__name__}; "
+            "wrap it with xp.asarray(...)"
+        )
+    return indices
+
+
+def _axis(axis: int, ndim: int, op: str) -> int:
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{op}: axis {axis} is out of range for an array of {ndim} dimensions")
+    return axis % ndim
+
+
+def take(x: Any, indices: Any, /, *, axis: int | None = None) -> Variable:
+    """Elements of ``x`` at ``indices`` (1-D integer array) along ``axis``.
+
+    ``axis`` may be left out only for a one-dimensional ``x``. The gradient adds
+    the output gradient back at the indices, so repeated indices accumulate.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd, agnograd.functions as F
+    >>> xp = agnograd.namespace(np)
+    >>> x = agnograd.Variable(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    >>> y = xp.take(x, np.array([1, 1, 0]), axis=1)
+    >>> y
+    variable([[2., 2., 1.],
+              [4., 4., 3.]])
+    >>> F.sum(y).backward(); x.grad
+    array([[1., 2.],
+           [1., 2.]])
+    """
+    ndim = len(shape_of(x))
+    if axis is None:
+        if ndim != 1:
+            raise ValueError(
+                f"take: axis is required for an array of {ndim} dimensions (only a "
+                "one-dimensional x may leave it out)"
+            )
+        axis = 0
+    axis = _axis(axis, ndim, "take")
+
+    def fn(xp: Any, a: Any, i: Any) -> Any:
+        return xp.take(a, i, axis=axis)
+
+    return gather(fn, x, _index_array(indices, "take"), "Take")
+
+
+def take_along_axis(x: Any, indices: Any, /, *, axis: int = -1) -> Variable:
+    """Elements of ``x`` picked along ``axis`` by ``indices`` (same number of dimensions).
+
+    Repeated indices accumulate in the gradient.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd, agnograd.functions as F
+    >>> xp = agnograd.namespace(np)
+    >>> x = agnograd.Variable(np.array([[1.0, 5.0], [7.0, 3.0]]))
+    >>> y = xp.take_along_axis(x, np.array([[1], [0]]), axis=1)
+    >>> y
+    variable([[5.],
+              [7.]])
+    >>> F.sum(y * 2.0).backward(); x.grad
+    array([[0., 2.],
+           [2., 0.]])
+    """
+    ndim = len(shape_of(x))
+    axis = _axis(axis, ndim, "take_along_axis")
+
+    def fn(xp: Any, a: Any, i: Any) -> Any:
+        return take_along_axis_of(xp, a, i, axis)
+
+    return gather(fn, x, _index_array(indices, "take_along_axis"), "TakeAlongAxis")
+
+
+DIFFERENTIABLE: dict[str, Any] = {"take": take, "take_along_axis": take_along_axis}
 NON_DIFFERENTIABLE: dict[str, Any] = {}
 UNSUPPORTED: dict[str, str] = {}

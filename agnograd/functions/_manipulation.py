@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import Any
 
+from agnograd._backend import raw_namespace
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import shape_of
-from agnograd.functions._statistical import normalize_axes
+from agnograd.functions._core import apply_nondifferentiable, shape_of
+from agnograd.functions._statistical import input_shape, normalize_axes
 
 
 class BroadcastTo(FunctionNode):
@@ -33,7 +35,7 @@ class Reshape(FunctionNode):
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
-        return (namespace_of(gy).reshape(gy, self.inputs[0].shape),)  # type: ignore[index]
+        return (namespace_of(gy).reshape(gy, input_shape(self)),)
 
 
 class PermuteDims(FunctionNode):
@@ -58,12 +60,10 @@ class Concat(FunctionNode):
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
-        inputs = self.inputs
-        assert inputs is not None
-        axis = self.axis % len(inputs[0].shape)
+        axis = self.axis % len(input_shape(self))
         bounds = [0]
-        for node in inputs:
-            bounds.append(bounds[-1] + node.shape[axis])
+        for i in range(len(self.inputs or ())):
+            bounds.append(bounds[-1] + input_shape(self, i)[axis])
         lead = (slice(None),) * axis
         return tuple([gy[(*lead, slice(bounds[i], bounds[i + 1]), ...)] for i in indexes])
 
@@ -79,6 +79,111 @@ class Stack(FunctionNode):
         (gy,) = grad_outputs
         lead = (slice(None),) * (self.axis % len(gy.shape))
         return tuple([gy[(*lead, i, ...)] for i in indexes])
+
+
+class Flip(FunctionNode):
+    def __init__(self, axis: int | tuple[int, ...] | None) -> None:
+        self.axis = axis
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (self.xp.flip(inputs[0], axis=self.axis),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (gy,) = grad_outputs
+        return (namespace_of(gy).flip(gy, axis=self.axis),)
+
+
+class Roll(FunctionNode):
+    def __init__(self, shift: int | tuple[int, ...], axis: int | tuple[int, ...] | None) -> None:
+        self.shift = shift
+        self.axis = axis
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (self.xp.roll(inputs[0], shift=self.shift, axis=self.axis),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (gy,) = grad_outputs
+        back = -self.shift if isinstance(self.shift, int) else tuple(-s for s in self.shift)
+        return (namespace_of(gy).roll(gy, shift=back, axis=self.axis),)
+
+
+class Repeat(FunctionNode):
+    """``repeat`` with the same integer count for every element: the gradient of an
+    element is the sum of its ``repeats`` copies."""
+
+    def __init__(self, repeats: int, axis: int) -> None:
+        self.repeats = repeats
+        self.axis = axis
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (self.xp.repeat(inputs[0], self.repeats, axis=self.axis),)
+
+    def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:
+        (x,) = inputs
+        shape = list(x.shape)
+        shape[self.axis] *= self.repeats
+        return ((tuple(shape), x.dtype),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (gy,) = grad_outputs
+        xp = namespace_of(gy)
+        shape = input_shape(self)
+        axis = self.axis
+        split = (*shape[:axis], shape[axis], self.repeats, *shape[axis + 1 :])
+        return (xp.sum(xp.reshape(gy, split), axis=axis + 1),)
+
+
+class Tile(FunctionNode):
+    def __init__(self, repetitions: tuple[int, ...]) -> None:
+        self.repetitions = repetitions
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (self.xp.tile(inputs[0], self.repetitions),)
+
+    def _padded(self, shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Shape and repetitions, both padded with leading ones to the same length."""
+        reps = self.repetitions
+        n = len(shape) if len(shape) > len(reps) else len(reps)
+        return (1,) * (n - len(shape)) + tuple(shape), (1,) * (n - len(reps)) + reps
+
+    def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:
+        (x,) = inputs
+        shape, reps = self._padded(tuple(x.shape))
+        return ((tuple(s * r for s, r in zip(shape, reps, strict=True)), x.dtype),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (gy,) = grad_outputs
+        xp = namespace_of(gy)
+        shape = input_shape(self)
+        padded, reps = self._padded(shape)
+        # The output is laid out as (r0, s0, r1, s1, ...): sum over the copies.
+        split = tuple(n for pair in zip(reps, padded, strict=True) for n in pair)
+        summed = xp.sum(xp.reshape(gy, split), axis=tuple(range(0, len(split), 2)))
+        return (xp.reshape(summed, shape),)
+
+
+class Unstack(FunctionNode):
+    def __init__(self, axis: int) -> None:
+        self.axis = axis
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (x,) = inputs
+        lead = (slice(None),) * self.axis
+        return tuple(x[(*lead, i, ...)] for i in range(x.shape[self.axis]))
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        present = next(g for g in grad_outputs if g is not None)
+        xp = namespace_of(present)
+        # Outputs that received no gradient contribute zeros.
+        zeros = None
+        parts = []
+        for g in grad_outputs:
+            if g is None:
+                if zeros is None:
+                    zeros = xp.zeros_like(present)
+                g = zeros
+            parts.append(g)
+        return (xp.stack(parts, axis=self.axis),)
 
 
 class AsType(FunctionNode):
@@ -226,8 +331,195 @@ def stack(arrays: Sequence[Any], /, *, axis: int = 0) -> Variable:
     return Stack(axis).apply(tuple(arrays))[0]
 
 
+def broadcast_arrays(*arrays: Any) -> list[Variable]:
+    """Broadcast the arrays against each other; each gradient is summed back.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> xp = agnograd.namespace(np)
+    >>> a, b = xp.broadcast_arrays(np.zeros((2, 1)), np.ones(3))
+    >>> a.shape, b.shape
+    ((2, 3), (2, 3))
+    """
+    shape = broadcast_shapes(*(shape_of(a) for a in arrays))
+    return [broadcast_to(a, shape) for a in arrays]
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape that arrays of ``shapes`` broadcast to (no arrays involved).
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> agnograd.namespace(np).broadcast_shapes((3, 1), (4,), ())
+    (3, 4)
+    """
+    ndim = builtins.max((len(s) for s in shapes), default=0)
+    result = []
+    for i in range(-ndim, 0):
+        sizes = {s[i] for s in shapes if len(s) >= -i and s[i] != 1}
+        if len(sizes) > 1:
+            raise ValueError(
+                f"broadcast_shapes: shapes {', '.join(map(str, shapes))} cannot be broadcast "
+                f"together (sizes {sorted(sizes)} meet at axis {i})"
+            )
+        result.append(sizes.pop() if sizes else 1)
+    return tuple(result)
+
+
+def flip(x: Any, /, *, axis: int | tuple[int, ...] | None = None) -> Variable:
+    """Reverse the order of elements along ``axis`` (all axes by default).
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> agnograd.namespace(np).flip(np.array([[1.0, 2.0], [3.0, 4.0]]), axis=1)
+    variable([[2., 1.],
+              [4., 3.]])
+    """
+    shape = shape_of(x)
+    if axis is not None:
+        normalize_axes(axis, len(shape), "flip")
+    return Flip(axis).apply((x,))[0]
+
+
+def moveaxis(
+    x: Any, source: int | tuple[int, ...], destination: int | tuple[int, ...], /
+) -> Variable:
+    """Move the axes ``source`` to the positions ``destination``; the others keep their order.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> agnograd.namespace(np).moveaxis(np.zeros((2, 3, 4)), 0, -1).shape
+    (3, 4, 2)
+    """
+    ndim = len(shape_of(x))
+    src = (source,) if isinstance(source, int) else tuple(source)
+    dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    if len(src) != len(dst):
+        raise ValueError(
+            f"moveaxis: source {source!r} and destination {destination!r} must name as many axes"
+        )
+    src = tuple(_one_axis(a, ndim, "moveaxis", "source") for a in src)
+    dst = tuple(_one_axis(a, ndim, "moveaxis", "destination") for a in dst)
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ValueError(
+            f"moveaxis: repeated axis in source {source!r} or destination {destination!r}"
+        )
+    order = [a for a in range(ndim) if a not in src]
+    for d, s in sorted(zip(dst, src, strict=True)):
+        order.insert(d, s)
+    return permute_dims(x, tuple(order))
+
+
+def _one_axis(axis: int, ndim: int, op: str, name: str) -> int:
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{op}: {name} axis {axis} is out of range for {ndim} dimensions")
+    return axis % ndim
+
+
+def repeat(x: Any, repeats: Any, /, *, axis: int | None = None) -> Variable:
+    """Repeat each element ``repeats`` times along ``axis`` (of the flattened ``x`` by
+    default); ``repeats`` is an int or an integer array with one count per element.
+
+    The gradient of an element is the sum of the gradients of its copies.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd, agnograd.functions as F
+    >>> xp = agnograd.namespace(np)
+    >>> x = agnograd.Variable(np.array([1.0, 2.0]))
+    >>> y = xp.repeat(x, np.array([3, 1]))
+    >>> y
+    variable([1., 1., 1., 2.])
+    >>> F.sum(y).backward(); x.grad
+    array([3., 1.])
+    """
+    if axis is None:
+        x = reshape(x, (-1,))
+        axis = 0
+    ndim = len(shape_of(x))
+    axis = _one_axis(axis, ndim, "repeat", "the")
+    if isinstance(repeats, int) and not isinstance(repeats, bool):
+        if repeats < 0:
+            raise ValueError(f"repeat: repeats must not be negative, got {repeats}")
+        return Repeat(repeats, axis).apply((x,))[0]
+    if type(repeats) in (bool, float, complex, list, tuple):
+        raise TypeError(
+            f"repeat: repeats must be an int or an integer array, got {type(repeats).__name__}"
+        )
+    from agnograd.functions._indexing import gather
+
+    def fn(xp: Any, a: Any, counts: Any) -> Any:
+        return xp.repeat(a, counts, axis=axis)
+
+    return gather(fn, x, repeats, "Repeat")
+
+
+def roll(
+    x: Any,
+    /,
+    shift: int | tuple[int, ...],
+    *,
+    axis: int | tuple[int, ...] | None = None,
+) -> Variable:
+    """Shift elements cyclically by ``shift`` along ``axis`` (of the flattened ``x`` by
+    default); the gradient rolls back.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> agnograd.namespace(np).roll(np.array([1.0, 2.0, 3.0]), 1)
+    variable([3., 1., 2.])
+    """
+    if not isinstance(shift, int) and axis is not None and not isinstance(axis, int):
+        if len(tuple(shift)) != len(tuple(axis)):
+            raise ValueError(f"roll: shift {shift!r} and axis {axis!r} differ in length")
+        shift = tuple(shift)
+    return Roll(shift, axis).apply((x,))[0]
+
+
+def tile(x: Any, repetitions: tuple[int, ...], /) -> Variable:
+    """Repeat the whole array ``repetitions[i]`` times along each axis ``i``.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd, agnograd.functions as F
+    >>> xp = agnograd.namespace(np)
+    >>> x = agnograd.Variable(np.array([1.0, 2.0]))
+    >>> y = xp.tile(x, (2, 2))
+    >>> y
+    variable([[1., 2., 1., 2.],
+              [1., 2., 1., 2.]])
+    >>> F.sum(y).backward(); x.grad
+    array([4., 4.])
+    """
+    reps = tuple(repetitions)
+    if any(not isinstance(r, int) or r < 0 for r in reps):
+        raise ValueError(f"tile: repetitions must be non-negative ints, got {repetitions!r}")
+    return Tile(reps).apply((x,))[0]
+
+
+def unstack(x: Any, /, *, axis: int = 0) -> tuple[Variable, ...]:
+    """Split ``x`` along ``axis`` into a tuple of arrays (the inverse of :func:`stack`).
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> a, b = agnograd.namespace(np).unstack(np.array([[1.0, 2.0], [3.0, 4.0]]), axis=1)
+    >>> a, b
+    (variable([1., 3.]), variable([2., 4.]))
+    """
+    ndim = len(shape_of(x))
+    return Unstack(_one_axis(axis, ndim, "unstack", "the")).apply((x,))
+
+
 def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Variable:
     """Cast to ``dtype``; the gradient is cast back to the input's dtype.
+
+    A cast to an integer or boolean dtype has no gradient.
 
     Examples
     --------
@@ -235,19 +527,37 @@ def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> V
     >>> F.astype(np.array([1.5]), np.float32)
     variable([1.5])
     """
+    data = x._data if isinstance(x, Variable) else x
+    if data is not None:
+        xp = raw_namespace(data)
+        if not xp.isdtype(dtype, ("real floating", "complex floating")):
+            # Integers and booleans carry no gradient.
+            return apply_nondifferentiable(_astype, (x,), {"dtype": dtype})
     return AsType(dtype).apply((x,))[0]
 
 
+def _astype(xp: Any, x: Any, *, dtype: Any) -> Any:
+    return xp.astype(x, dtype)
+
+
 DIFFERENTIABLE = {
+    "broadcast_arrays": broadcast_arrays,
     "broadcast_to": broadcast_to,
     "concat": concat,
     "expand_dims": expand_dims,
+    "flip": flip,
+    "moveaxis": moveaxis,
     "permute_dims": permute_dims,
+    "repeat": repeat,
     "reshape": reshape,
+    "roll": roll,
     "squeeze": squeeze,
     "stack": stack,
+    "tile": tile,
+    "unstack": unstack,
     # data type functions
     "astype": astype,
 }
-NON_DIFFERENTIABLE: dict[str, object] = {}
+# A pure function of shapes: no arrays, nothing to differentiate.
+NON_DIFFERENTIABLE: dict[str, object] = {"broadcast_shapes": broadcast_shapes}
 UNSUPPORTED: dict[str, str] = {}

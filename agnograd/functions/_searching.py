@@ -1,4 +1,6 @@
-"""``where``: choose elements by a condition that carries no gradient."""
+"""Searching functions: ``where`` (differentiable in its branches); ``argmax``,
+``argmin``, ``count_nonzero``, ``nonzero`` and ``searchsorted`` return indices or
+counts and have no gradient."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
 from agnograd.functions._core import nondifferentiable, raw
+from agnograd.functions._set import apply_nondifferentiable_tuple
 
 _SCALARS = (bool, int, float, complex)
 
@@ -31,7 +34,7 @@ class Where(FunctionNode):
         condition = raw(self.get_retained_inputs()[0])
         zero = xp.zeros_like(gy)
         branches = [None, *(i for i, s in enumerate(self.scalars) if s is None)]
-        result = []
+        result: list[Any] = []
         for i in indexes:
             if branches[i] is None:
                 result.append(None)
@@ -66,9 +69,29 @@ def where(condition: Any, x1: Any, x2: Any, /) -> Variable:
     return Where(*scalars).apply((condition, *arrays))[0]
 
 
+def nonzero(x: Any, /) -> tuple[Variable, ...]:
+    """Indices of the nonzero elements of ``x``, one integer array per axis; no gradient.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> agnograd.namespace(np).nonzero(np.array([[0.0, 2.0], [3.0, 0.0]]))
+    (variable([0, 1]), variable([1, 0]))
+    """
+
+    def compute(xp: Any, a: Any) -> Any:
+        return xp.nonzero(a)
+
+    compute.__name__ = "nonzero"
+    return apply_nondifferentiable_tuple(compute, (x,), {})
+
+
 DIFFERENTIABLE = {"where": where}
-NON_DIFFERENTIABLE = {
-    name: nondifferentiable(name, f"``{name}`` of the backend; the result has no gradient.")
-    for name in ("argmax", "argmin")
+NON_DIFFERENTIABLE: dict[str, Any] = {
+    **{
+        name: nondifferentiable(name, f"``{name}`` of the backend; the result has no gradient.")
+        for name in ("argmax", "argmin", "count_nonzero", "searchsorted")
+    },
+    "nonzero": nonzero,
 }
 UNSUPPORTED: dict[str, str] = {}

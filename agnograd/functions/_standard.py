@@ -42,6 +42,7 @@ STATISTICAL = (
     "cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum", "var",
 )  # fmt: skip
 UTILITY = ("all", "any", "diff")
+# fmt: off
 LINALG = tuple(
     "linalg." + name
     for name in (
@@ -68,7 +69,7 @@ LINALG = tuple(
         "trace",
         "vecdot",
         "vector_norm",
-    )  # fmt: skip
+    )
 )
 FFT = tuple(
     "fft." + name
@@ -87,7 +88,7 @@ FFT = tuple(
         "rfft",
         "rfftfreq",
         "rfftn",
-    )  # fmt: skip
+    )
 )
 
 ALL = (

@@ -1,13 +1,32 @@
-"""Reductions of the array API standard (statistical chapter) and their rules."""
+"""Reductions of the array API standard (statistical chapter) and their rules.
+
+Conventions, chosen to agree with PyTorch (the tests' oracle):
+
+- ``max``/``min``: tied extrema share the gradient evenly (``torch.amax``).
+- ``prod``: the gradient of each element is the product of the others, computed
+  with exclusive cumulative products, so zeros need no special case and no element
+  is ever divided by.
+- ``cumulative_prod``: exact with zeros, to first and second order; as in PyTorch,
+  nonzero elements are divided by, so the second derivative loses accuracy where
+  ``|x|`` is tiny (around 1e-100 in float64).
+- ``std``: the gradient is 0 where the standard deviation is 0.
+- Complex inputs follow PyTorch's conjugate Wirtinger convention: a rule multiplies
+  the upstream gradient by the conjugate of the derivative.
+"""
 
 from __future__ import annotations
 
+import builtins
 import math
 from typing import Any
 
+from agnograd._backend import raw_namespace
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
+from agnograd.functions._core import raw, shape_of
+
+Axis = int | tuple[int, ...] | None
 
 
 def normalize_axes(axis: int | tuple[int, ...] | None, ndim: int, op: str) -> tuple[int, ...]:
@@ -17,7 +36,7 @@ def normalize_axes(axis: int | tuple[int, ...] | None, ndim: int, op: str) -> tu
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     result = []
     for a in axes:
-        if not -ndim <= a < max(ndim, 1):
+        if not -ndim <= a < builtins.max(ndim, 1):
             raise ValueError(f"{op}: axis {a} is out of range for an array of {ndim} dimensions")
         result.append(a % ndim if ndim else 0)
     if len(set(result)) != len(result):
@@ -25,10 +44,52 @@ def normalize_axes(axis: int | tuple[int, ...] | None, ndim: int, op: str) -> tu
     return tuple(sorted(result))
 
 
+def input_shape(func: FunctionNode, i: int = 0) -> tuple[int, ...]:
+    """Shape of the input ``i`` of ``func`` (known once the graph is linked)."""
+    inputs = func.inputs
+    assert inputs is not None, f"{func.label}: the graph was unchained"
+    shape = inputs[i].shape
+    assert shape is not None, f"{func.label}: input {i} has no shape yet"
+    return tuple(shape)
+
+
+def conj(x: Any) -> Any:
+    """``conj(x)`` for complex ``x``; real ``x`` itself (real backprop stays fast)."""
+    xp = namespace_of(x)
+    return xp.conj(x) if xp.isdtype(x.dtype, "complex floating") else x
+
+
+def _single_axis(axis: int | None, ndim: int, op: str) -> int:
+    if axis is None:
+        if ndim != 1:
+            raise ValueError(
+                f"{op}: axis is required for an array of {ndim} dimensions (only a "
+                "one-dimensional x may leave it out)"
+            )
+        return 0
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{op}: axis {axis} is out of range for an array of {ndim} dimensions")
+    return axis % ndim
+
+
+def _along(axis: int, key: slice) -> tuple[Any, ...]:
+    """Index that applies ``key`` to ``axis`` only."""
+    return (*(slice(None),) * axis, key, ...)
+
+
+def reverse_cumulative_sum(x: Any, axis: int) -> Any:
+    """``out[i] = sum(x[i:])`` along ``axis`` (flips keep it exact, unlike total - cumsum)."""
+    xp = namespace_of(x)
+    return xp.flip(xp.cumulative_sum(xp.flip(x, axis=axis), axis=axis), axis=axis)
+
+
+# -- reductions -------------------------------------------------------------------
+
+
 class Sum(FunctionNode):
     fn = "sum"
 
-    def __init__(self, axis: int | tuple[int, ...] | None, keepdims: bool) -> None:
+    def __init__(self, axis: Axis, keepdims: bool) -> None:
         self.axis = axis
         self.keepdims = keepdims
 
@@ -36,14 +97,23 @@ class Sum(FunctionNode):
         (x,) = inputs
         return (getattr(self.xp, self.fn)(x, axis=self.axis, keepdims=self.keepdims),)
 
+    @property
+    def axes(self) -> tuple[int, ...]:
+        return normalize_axes(self.axis, len(input_shape(self)), self.fn)
+
+    def _kept(self, gy: Any) -> Any:
+        """The output gradient with the reduced axes kept (as length one)."""
+        shape = input_shape(self)
+        if self.keepdims:
+            return gy
+        axes = self.axes
+        return namespace_of(gy).reshape(
+            gy, tuple(1 if i in axes else s for i, s in enumerate(shape))
+        )
+
     def _spread(self, gy: Any) -> Any:
         """Broadcast the output gradient back over the reduced axes."""
-        xp = namespace_of(gy)
-        shape = self.inputs[0].shape  # type: ignore[index]
-        if not self.keepdims and self.axis is not None:
-            axes = normalize_axes(self.axis, len(shape), self.fn)
-            gy = xp.reshape(gy, tuple(1 if i in axes else s for i, s in enumerate(shape)))
-        return xp.broadcast_to(gy, shape)
+        return namespace_of(gy).broadcast_to(self._kept(gy), input_shape(self))
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (self._spread(grad_outputs[0]),)
@@ -53,10 +123,136 @@ class Mean(Sum):
     fn = "mean"
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        shape = self.inputs[0].shape  # type: ignore[index]
-        axes = normalize_axes(self.axis, len(shape), "mean")
-        count = math.prod(shape[a] for a in axes)
+        shape = input_shape(self)
+        count = math.prod(shape[a] for a in self.axes)
         return (self._spread(grad_outputs[0]) / count,)
+
+
+class Prod(Sum):
+    fn = "prod"
+    _retain_in = (0,)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (x,) = self.get_retained_inputs()
+        return (self._kept(grad_outputs[0]) * conj(_others_product(x, self.axes)),)
+
+
+def _others_product(x: Any, axes: tuple[int, ...]) -> Any:
+    """For each element, the product of the other elements of its reduction.
+
+    The reduced axes are moved last and flattened; the product of the others is the
+    exclusive cumulative product from the left times the one from the right.
+    """
+    xp = namespace_of(x)
+    shape = tuple(x.shape)
+    if not axes:
+        return xp.ones_like(x)
+    keep = tuple(i for i in range(len(shape)) if i not in axes)
+    order = keep + axes
+    moved = x if order == tuple(range(len(shape))) else xp.permute_dims(x, order)
+    flat = xp.reshape(moved, (*(shape[i] for i in keep), math.prod(shape[a] for a in axes)))
+    left = xp.cumulative_prod(flat, axis=-1, include_initial=True)[..., :-1]
+    flipped = xp.flip(flat, axis=-1)
+    right = xp.cumulative_prod(flipped, axis=-1, include_initial=True)[..., :-1]
+    others = xp.reshape(left * xp.flip(right, axis=-1), tuple(shape[i] for i in order))
+    if order == tuple(range(len(shape))):
+        return others
+    inverse = tuple(sorted(range(len(order)), key=order.__getitem__))
+    return xp.permute_dims(others, inverse)
+
+
+class Extremum(Sum):
+    """``max``/``min``: the gradient goes to the elements equal to the result, split
+    evenly among ties (as ``torch.amax`` does)."""
+
+    _retain_in = (0,)
+    _retain_out = (0,)
+
+    @property
+    def label(self) -> str:
+        return self.fn.capitalize()
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        gy = self._kept(grad_outputs[0])
+        xp = namespace_of(gy)
+        x = raw(self.get_retained_inputs()[0])
+        y = raw(self.get_retained_outputs()[0])
+        r = raw_namespace(x)
+        hit = x == r.reshape(y, tuple(gy.shape))
+        count = r.sum(r.astype(hit, x.dtype), axis=self.axes, keepdims=True)
+        return (xp.where(hit, gy / count, 0.0),)
+
+
+class Var(FunctionNode):
+    fn = "var"
+    _retain_in = (0,)
+
+    def __init__(self, axis: Axis, correction: float, keepdims: bool) -> None:
+        self.axis = axis
+        self.correction = correction
+        self.keepdims = keepdims
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        xp = self.xp
+        (x,) = inputs
+        try:
+            return (
+                getattr(xp, self.fn)(
+                    x, axis=self.axis, correction=self.correction, keepdims=self.keepdims
+                ),
+            )
+        except NotImplementedError:
+            # array-api-compat's PyTorch namespace rejects a fractional correction:
+            # compute it from the definition.
+            axes = normalize_axes(self.axis, x.ndim, self.fn)
+            centered = x - xp.mean(x, axis=axes, keepdims=True)
+            if xp.isdtype(x.dtype, "complex floating"):
+                squares = xp.real(centered) ** 2 + xp.imag(centered) ** 2
+            else:
+                squares = centered * centered
+            dof = math.prod(x.shape[a] for a in axes) - self.correction
+            y = xp.sum(squares, axis=axes, keepdims=self.keepdims) / dof
+            return (xp.sqrt(y) if self.fn == "std" else y,)
+
+    def _parts(self, gy: Any) -> tuple[Any, Any, float]:
+        """``gy`` with the reduced axes kept, ``x - mean(x)`` and ``1 / (N - correction)``."""
+        (x,) = self.get_retained_inputs()
+        xp = namespace_of(gy)
+        shape = tuple(x.shape)
+        axes = normalize_axes(self.axis, len(shape), self.fn)
+        if not self.keepdims:
+            gy = xp.reshape(gy, tuple(1 if i in axes else s for i, s in enumerate(shape)))
+        dof = math.prod(shape[a] for a in axes) - self.correction
+        # N - correction <= 0 makes the forward inf or nan; the gradient follows.
+        scale = 1.0 / dof if dof > 0 else math.nan
+        return gy, x - xp.mean(x, axis=axes, keepdims=True), scale
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        gy, centered, scale = self._parts(grad_outputs[0])
+        return ((2.0 * scale) * gy * centered,)
+
+
+class Std(Var):
+    fn = "std"
+    _retain_out = (0,)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        gy, centered, scale = self._parts(grad_outputs[0])
+        xp = namespace_of(gy)
+        (y,) = self.get_retained_outputs()
+        y = xp.reshape(y, tuple(gy.shape))
+        # d std = d var / (2 std); where std is 0 the gradient is 0 (as in PyTorch).
+        zero = raw(y) == 0
+        g = xp.where(zero, 0.0, gy / xp.where(zero, 1.0, y))
+        return (scale * g * centered,)
+
+
+def _cast(x: Any, dtype: Any) -> Any:
+    if dtype is None:
+        return x
+    from agnograd.functions._manipulation import astype
+
+    return astype(x, dtype)
 
 
 def sum(  # noqa: A001 - the standard's name
@@ -75,11 +271,7 @@ def sum(  # noqa: A001 - the standard's name
     >>> F.sum(np.array([[1.0, 2.0], [3.0, 4.0]]), axis=0)
     variable([4., 6.])
     """
-    if dtype is not None:
-        from agnograd.functions._manipulation import astype
-
-        x = astype(x, dtype)
-    return Sum(axis, keepdims).apply((x,))[0]
+    return Sum(axis, keepdims).apply((_cast(x, dtype),))[0]
 
 
 def mean(
@@ -96,6 +288,249 @@ def mean(
     return Mean(axis, keepdims).apply((x,))[0]
 
 
-DIFFERENTIABLE = {"mean": mean, "sum": sum}
+def prod(
+    x: Any,
+    /,
+    *,
+    axis: int | tuple[int, ...] | None = None,
+    dtype: Any = None,
+    keepdims: bool = False,
+) -> Variable:
+    """Product of the elements over ``axis`` (all of them by default).
+
+    The gradient of each element is the product of the other elements, computed
+    without dividing, so it is exact where elements are zero (to every order).
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> xp = agnograd.namespace(np)
+    >>> x = agnograd.Variable(np.array([2.0, 0.0, 3.0]))
+    >>> y = xp.prod(x)
+    >>> y
+    variable(0.)
+    >>> y.backward(); x.grad
+    array([0., 6., 0.])
+    """
+    return Prod(axis, keepdims).apply((_cast(x, dtype),))[0]
+
+
+def max(  # noqa: A001 - the standard's name
+    x: Any, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False
+) -> Variable:
+    """Largest element over ``axis`` (all of them by default).
+
+    Tied maxima share the gradient evenly, as in ``torch.amax``.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> xp = agnograd.namespace(np)
+    >>> x = agnograd.Variable(np.array([1.0, 3.0, 3.0]))
+    >>> y = xp.max(x)
+    >>> y.backward(); x.grad
+    array([0. , 0.5, 0.5])
+    """
+    return _extremum("max", x, axis, keepdims)
+
+
+def min(  # noqa: A001 - the standard's name
+    x: Any, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False
+) -> Variable:
+    """Smallest element over ``axis`` (all of them by default).
+
+    Tied minima share the gradient evenly, as in ``torch.amin``.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> xp = agnograd.namespace(np)
+    >>> xp.min(np.array([[1.0, -3.0], [0.5, 2.0]]), axis=1)
+    variable([-3. ,  0.5])
+    """
+    return _extremum("min", x, axis, keepdims)
+
+
+def _extremum(fn: str, x: Any, axis: Axis, keepdims: bool) -> Variable:
+    node = Extremum(axis, keepdims)
+    node.fn = fn
+    return node.apply((x,))[0]
+
+
+def var(
+    x: Any,
+    /,
+    *,
+    axis: int | tuple[int, ...] | None = None,
+    correction: int | float = 0.0,
+    keepdims: bool = False,
+) -> Variable:
+    """Variance over ``axis``, dividing by ``N - correction`` (1 gives the unbiased one).
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> xp = agnograd.namespace(np)
+    >>> x = agnograd.Variable(np.array([1.0, 2.0, 6.0]))
+    >>> y = xp.var(x, correction=1)
+    >>> y
+    variable(7.)
+    >>> y.backward(); x.grad
+    array([-2., -1.,  3.])
+    """
+    return Var(axis, correction, keepdims).apply((x,))[0]
+
+
+def std(
+    x: Any,
+    /,
+    *,
+    axis: int | tuple[int, ...] | None = None,
+    correction: int | float = 0.0,
+    keepdims: bool = False,
+) -> Variable:
+    """Standard deviation over ``axis``, the square root of :func:`var`.
+
+    Where it is 0 (all elements equal) the gradient is taken as 0, as in PyTorch.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> xp = agnograd.namespace(np)
+    >>> xp.std(np.array([[1.0, 3.0], [2.0, 2.0]]), axis=1)
+    variable([1., 0.])
+    """
+    return Std(axis, correction, keepdims).apply((x,))[0]
+
+
+# -- cumulative -------------------------------------------------------------------
+
+
+class CumulativeSum(FunctionNode):
+    fn = "cumulative_sum"
+
+    def __init__(self, axis: int, include_initial: bool) -> None:
+        self.axis = axis
+        self.include_initial = include_initial
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        fn = getattr(self.xp, self.fn)
+        return (fn(inputs[0], axis=self.axis, include_initial=self.include_initial),)
+
+    def _trim(self, a: Any) -> Any:
+        """Drop the leading initial value (``include_initial``) along the axis."""
+        return a[_along(self.axis, slice(1, None))] if self.include_initial else a
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (reverse_cumulative_sum(self._trim(grad_outputs[0]), self.axis),)
+
+
+class CumulativeProd(CumulativeSum):
+    fn = "cumulative_prod"
+    _retain_in = (0,)
+    _retain_out = (0,)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        gy = self._trim(grad_outputs[0])
+        xp = namespace_of(gy)
+        (x,) = self.get_retained_inputs()
+        y = self._trim(self.get_retained_outputs()[0])
+        x, y = conj(x), conj(y)
+        axis = self.axis
+        # gx[i] = sum over j >= i of gy[j] * prod(x[k] for k <= j, k != i).
+        # Where x[i] != 0 that is rcs(gy * y)[i] / x[i] (rcs: reverse cumulative sum);
+        # at the first zero z1 it is rcs(gy * cumprod(x with x[z1] = 1))[z1]; at the
+        # second zero z2 it is x[z1] * rcs(gy * cumprod(x with x[z1] = x[z2] = 1))[z2],
+        # whose value is 0 but whose derivative (double backprop) is not; after two
+        # zeros both value and derivative vanish.
+        rx = raw(x)
+        r = raw_namespace(rx)
+        zero = rx == 0
+        # int32 counts: some devices have no int64 (array-api-strict's no_x64).
+        count = r.cumulative_sum(r.astype(zero, r.int32), axis=axis, dtype=r.int32)
+        first = zero & (count == 1)
+        gx = xp.where(zero, 0.0, reverse_cumulative_sum(gy * y, axis) / xp.where(zero, 1.0, x))
+        at_first = reverse_cumulative_sum(
+            gy * xp.cumulative_prod(xp.where(first, 1.0, x), axis=axis), axis
+        )
+        gx = xp.where(first, at_first, gx)
+        if isinstance(gy, Variable):
+            second = zero & (count == 2)
+            both = xp.where(first | second, 1.0, x)
+            lead = xp.sum(xp.where(first, x, 0.0), axis=axis, keepdims=True)
+            at_second = lead * reverse_cumulative_sum(
+                gy * xp.cumulative_prod(both, axis=axis), axis
+            )
+            gx = xp.where(second, at_second, gx)
+        return (gx,)
+
+
+def cumulative_sum(
+    x: Any,
+    /,
+    *,
+    axis: int | None = None,
+    dtype: Any = None,
+    include_initial: bool = False,
+) -> Variable:
+    """Running sum along ``axis`` (optional for a one-dimensional ``x``).
+
+    ``include_initial=True`` starts the result with a 0 (one more element).
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd, agnograd.functions as F
+    >>> xp = agnograd.namespace(np)
+    >>> x = agnograd.Variable(np.array([1.0, 2.0, 3.0]))
+    >>> y = xp.cumulative_sum(x, include_initial=True)
+    >>> y
+    variable([0., 1., 3., 6.])
+    >>> F.sum(y).backward(); x.grad
+    array([3., 2., 1.])
+    """
+    axis = _single_axis(axis, len(shape_of(x)), "cumulative_sum")
+    return CumulativeSum(axis, include_initial).apply((_cast(x, dtype),))[0]
+
+
+def cumulative_prod(
+    x: Any,
+    /,
+    *,
+    axis: int | None = None,
+    dtype: Any = None,
+    include_initial: bool = False,
+) -> Variable:
+    """Running product along ``axis`` (optional for a one-dimensional ``x``).
+
+    ``include_initial=True`` starts the result with a 1. The gradient is exact where
+    elements are zero, to first and second order; nonzero elements are divided by (as
+    in PyTorch), so the second derivative loses accuracy where ``|x|`` is tiny.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd, agnograd.functions as F
+    >>> xp = agnograd.namespace(np)
+    >>> x = agnograd.Variable(np.array([2.0, 0.0, 3.0]))
+    >>> y = xp.cumulative_prod(x)
+    >>> y
+    variable([2., 0., 0.])
+    >>> F.sum(y).backward(); x.grad
+    array([1., 8., 0.])
+    """
+    axis = _single_axis(axis, len(shape_of(x)), "cumulative_prod")
+    return CumulativeProd(axis, include_initial).apply((_cast(x, dtype),))[0]
+
+
+DIFFERENTIABLE = {
+    "cumulative_prod": cumulative_prod,
+    "cumulative_sum": cumulative_sum,
+    "max": max,
+    "mean": mean,
+    "min": min,
+    "prod": prod,
+    "std": std,
+    "sum": sum,
+    "var": var,
+}
 NON_DIFFERENTIABLE: dict[str, object] = {}
 UNSUPPORTED: dict[str, str] = {}
