@@ -86,7 +86,12 @@ class _Config:
 
     def show(self) -> str:
         """Return the entries visible in this thread as ``name value`` lines."""
-        return "\n".join(f"{name:<16} {getattr(self, name)!r}" for name in sorted(self._names()))
+        lines = []
+        for name in sorted(self._names()):
+            value = getattr(self, name)
+            shown = dict(value) if isinstance(value, Mapping) else value
+            lines.append(f"{name:<16} {shown!r}")
+        return "\n".join(lines)
 
 
 config = _Config()
