@@ -10,9 +10,13 @@ Examples
 array([ 5.43656366, 22.1671683 ])
 """
 
-from agnograd import _operators  # noqa: F401 - installs Variable's operators
-from agnograd import functions
+from agnograd import (
+    _operators,  # noqa: F401 - installs Variable's operators
+    _transfer,  # noqa: F401 - installs Variable.to_device, view, to_chx, ...
+    functions,
+)
 from agnograd._adapter import Adapter
+from agnograd._backend import register_adapter
 from agnograd._config import (
     auto_forward,
     config,
@@ -22,8 +26,9 @@ from agnograd._config import (
     set_auto_forward,
     using_config,
 )
-from agnograd._define_then_run import forward_all
 from agnograd._convert import as_array, as_variable
+from agnograd._define_then_run import forward_all
+from agnograd._device import CopyWarning, Device, get_device, view
 from agnograd._engine import backward, grad
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace, namespace_of
@@ -34,6 +39,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Adapter",
+    "CopyWarning",
+    "Device",
     "FunctionHook",
     "FunctionNode",
     "PrintHook",
@@ -49,10 +56,13 @@ __all__ = [
     "forward_all",
     "functions",
     "get_auto_forward",
+    "get_device",
     "grad",
     "namespace",
     "namespace_of",
     "no_backprop_mode",
+    "register_adapter",
     "set_auto_forward",
     "using_config",
+    "view",
 ]

@@ -221,9 +221,12 @@ class Adapter:
 
     def get_data_pointer(self, array: Any) -> int | None:
         """Address of ``array``'s first element (``None`` when it cannot be known)."""
-        if self.data_pointer is not None:
+        if self.data_pointer is None:
+            return dlpack_data_pointer(array)
+        try:
             return self.data_pointer(array)
-        return dlpack_data_pointer(array)
+        except Exception:
+            return None
 
 
 _NAMESPACES: dict[Adapter, Any] = {}
@@ -276,8 +279,10 @@ _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 def dlpack_data_pointer(array: Any) -> int | None:
     """Address of the first element of any array that exports DLPack, else ``None``.
 
-    The unversioned capsule starts with a ``DLTensor``; an unconsumed capsule frees
-    itself when collected, so reading it has no lasting effect.
+    Both capsule kinds hold a ``DLTensor``: at the start of a legacy
+    ``DLManagedTensor``, 32 bytes in (after version, context, deleter and flags) in
+    a versioned one. An unconsumed capsule frees itself when collected, so reading
+    it has no lasting effect.
 
     Examples
     --------
@@ -287,12 +292,18 @@ def dlpack_data_pointer(array: Any) -> int | None:
     >>> dlpack_data_pointer(a[1:]) == a.__array_interface__["data"][0] + 8
     True
     """
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            capsule = array.__dlpack__()
-        address = _capsule_pointer(capsule, b"dltensor")
-    except Exception:  # noqa: BLE001 - no DLPack, or an exporter that refuses: unknown
-        return None
-    tensor = _DLTensor.from_address(address)
-    return int(tensor.data or 0) + int(tensor.byte_offset)
+    # Versioned first: exporters refuse legacy capsules for read-only arrays.
+    for kwargs, name, offset in ((_VERSIONED, b"dltensor_versioned", 32), ({}, b"dltensor", 0)):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                capsule = array.__dlpack__(**kwargs)
+            address = _capsule_pointer(capsule, name)
+        except Exception:
+            continue
+        tensor = _DLTensor.from_address(address + offset)
+        return int(tensor.data or 0) + int(tensor.byte_offset)
+    return None
+
+
+_VERSIONED = {"max_version": (1, 0)}

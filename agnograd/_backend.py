@@ -39,7 +39,12 @@ def raw_namespace(array: Any) -> Any:
         return _namespaces[type(array)]
     except KeyError:
         pass
-    if type(array) in _SCALARS or array is None:
+    if array is None:
+        raise RuntimeError(
+            "an input holds no data: it is uninitialised, or define-then-run has not "
+            "computed it yet (call forward() first)"
+        )
+    if type(array) in _SCALARS:
         raise TypeError(
             f"expected an array of an array API library, got {type(array).__name__} "
             f"{array!r}; wrap Python values with xp.asarray(...) first"
@@ -104,7 +109,7 @@ def _adapters() -> tuple[Any, ...]:
     for entry in importlib.metadata.entry_points(group="agnograd.backends"):
         try:
             adapter = entry.load()
-        except Exception as error:  # noqa: BLE001 - a broken plug-in must not break agnograd
+        except Exception as error:
             _load_errors[entry.name] = f"{type(error).__name__}: {error}"
             continue
         found.append(adapter)

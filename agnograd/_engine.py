@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agnograd._backend import raw_namespace
+from agnograd._backend import moved_leaves, raw_namespace
 from agnograd._config import FUNCTION_HOOKS, using_config
 from agnograd._define_then_run import clear_node_data
 from agnograd._function import FunctionNode
@@ -236,6 +236,9 @@ def _run(
     relevant = _relevant([n for n, _ in seeds], targets) if targets is not None else None
     collected: dict[VariableNode, Any] = {}
     heappush, heappop = heapq.heappush, heapq.heappop
+    # Leaves moved (to_device, to_chx) after a graph saved their arrays: their
+    # gradients must follow the data. Usually empty, so the check is skipped.
+    moved = moved_leaves if len(moved_leaves) else None
 
     for node, gy in seeds:
         prev = grads.get(node)
@@ -327,6 +330,8 @@ def _run(
             elif gx.__class__ is Variable:
                 gx = gx._data
             x = in_nodes[i]
+            if moved is not None and x in moved:
+                gx = _follow_data(x, gx)
             if gx.shape != x.shape:
                 gx = _sum_to(gx, x.shape, func, i)
             if gx.dtype != x.dtype:
@@ -351,6 +356,16 @@ def _run(
 
 
 _FIRST = (0,)
+
+
+def _follow_data(node: VariableNode, gx: Any) -> Any:
+    """The gradient of a moved leaf, brought to where the leaf's data is now."""
+    var = node._variable()
+    if var is None or var._data is None:
+        return gx
+    from agnograd._transfer import follow_data
+
+    return follow_data(gx, var._data)
 
 
 def _free(func: FunctionNode, keep: set[VariableNode]) -> None:

@@ -52,15 +52,18 @@ def _device(a: Any) -> Any:
 class SetItem(FunctionNode):
     """``x[key] = value`` as a node: input 0 is ``x``, input 1 (if any) ``value``."""
 
-    def __init__(self, key: Any, scalar: Any) -> None:
+    def __init__(self, key: Any, scalar: Any, copy: bool = False) -> None:
         self.key = key
         self.scalar = scalar  # a Python scalar value, else None
+        self.copy = copy  # write into a copy: the array is kept for a backward
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:
         return ((inputs[0].shape, inputs[0].dtype),)
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         x = inputs[0]
+        if self.copy:
+            x = self.xp.asarray(x, copy=True)
         value = self.scalar if len(inputs) == 1 else inputs[1]
         try:
             x[self.key] = value
@@ -128,10 +131,15 @@ def setitem(self: Variable, key: Any, value: Any) -> None:
     data = self._data
     if data is not None:
         key = normalize_key(key, raw_namespace(data), _device(data), len(data.shape))
+    # The array may be one its creator keeps for backward (the output of max, exp,
+    # ...): overwriting it would break that backward, so write into a copy then.
+    creator = self._node.creator_node
+    saved = creator._saved_outputs if creator is not None else None
+    copy = saved is not None and any(a is data for a in saved)
     if type(value) in _SCALARS:
-        out = SetItem(key, value).apply((self,))[0]
+        out = SetItem(key, value, copy).apply((self,))[0]
     else:
-        out = SetItem(key, None).apply((self, value))[0]
+        out = SetItem(key, None, copy).apply((self, value))[0]
     _rebind(self, out)
 
 

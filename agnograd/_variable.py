@@ -723,7 +723,7 @@ class Variable(DefineThenRun):
         >>> import numpy as np, agnograd
         >>> print(agnograd.Variable(np.array([1.0, 3.0]), name="v").debug_print())
         <variable v: (2), float64, numpy>
-        - device: cpu
+        - device: @numpy
         - requires_grad: True
         - data: mean=2.00000000, std=1.00000000
         - grad: None
@@ -742,6 +742,17 @@ class Variable(DefineThenRun):
             else:
                 lines.append(f"- {what}: {values!r}")
         return "\n".join(lines)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> numpy.ndarray:
+        """NumPy's conversion: refused while a gradient is expected, since NumPy code
+        would compute on plain values and the gradient would silently be lost."""
+        if self._node.requires_grad:
+            raise TypeError(
+                f"numpy.asarray() of {self._describe()}, which requires a gradient: NumPy "
+                "would compute without agnograd and the gradient would be lost. Use "
+                "array API functions (x.__array_namespace__()), or take x.array explicitly"
+            )
+        return numpy.asarray(_to_numpy(self._data), dtype=dtype)
 
     # -- pickling ---------------------------------------------------------------
 

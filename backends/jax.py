@@ -100,6 +100,12 @@ def _dlpack_device(device: Any) -> tuple[int, int]:
     return int(kind), int(index)
 
 
+def _use_device(device: Any) -> Any:
+    import jax
+
+    return jax.default_device(device)
+
+
 def _scatter_add(dst: Any, positions: Any, values: Any) -> Any:
     return dst.at[positions].add(values)
 
@@ -117,6 +123,6 @@ adapter = Adapter(
     to_device=_to_device,
     from_dlpack=_from_dlpack,
     dlpack_device=_dlpack_device,
-    use_device=lambda device: __import__("jax").default_device(device),
+    use_device=_use_device,
     data_pointer=lambda array: array.unsafe_buffer_pointer(),
 )

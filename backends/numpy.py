@@ -27,6 +27,10 @@ def _to_device(array: Any, device: Any, stream: Any) -> Any:
 def _from_dlpack(obj: Any, device: Any, copy: bool | None) -> Any:
     import numpy
 
+    if obj.__dlpack_device__()[0] == 1:
+        # Already in host memory: name no device, or JAX, whose CPU devices all
+        # report (1, 0), would think its cpu:1 arrays must move to cpu:0.
+        return numpy.from_dlpack(obj, copy=copy)
     return numpy.from_dlpack(obj, device="cpu", copy=copy)
 
 

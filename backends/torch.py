@@ -89,6 +89,8 @@ def _to_device(array: Any, device: Any, stream: Any) -> Any:
 def _from_dlpack(obj: Any, device: Any, copy: bool | None) -> Any:
     import torch
 
+    if device.type == "cpu" and obj.__dlpack_device__()[0] == 1:
+        device = None  # already in host memory (see the NumPy adapter on JAX's cpu:1)
     return torch.from_dlpack(obj, device=device, copy=copy)
 
 

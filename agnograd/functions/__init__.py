@@ -15,6 +15,7 @@ Examples
 array([[3., 0.]])
 """
 
+from agnograd._transfer import copy
 from agnograd.functions._creation import meshgrid, tril, triu
 from agnograd.functions._elementwise import (
     absolute,
@@ -153,6 +154,7 @@ __all__ = [
     "clip",
     "concat",
     "conj",
+    "copy",
     "copysign",
     "cos",
     "cosh",

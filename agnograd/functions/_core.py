@@ -118,8 +118,15 @@ def apply_nondifferentiable(
     """Apply ``compute(xp, *args, **kwargs)`` as a node; Python scalars stay in place."""
     template = tuple(ARRAY if not _is_scalar(a) and a is not None else a for a in args)
     arrays = tuple(a for a in args if not _is_scalar(a) and a is not None)
-    kwargs = {k: raw(v) for k, v in kwargs.items()}
-    return NonDifferentiable(compute, template, kwargs).apply(arrays)[0]
+    return NonDifferentiable(compute, template, native_kwargs(kwargs)).apply(arrays)[0]
+
+
+def native_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments for a backend function: arrays of Variables, and the library's
+    own device object for an agnograd :class:`~agnograd.Device`."""
+    from agnograd._device import native_device
+
+    return {k: native_device(raw(v)) for k, v in kwargs.items()}
 
 
 def nondifferentiable(fn: str, doc: str) -> Callable[..., Variable]:

@@ -13,7 +13,14 @@ from typing import Any
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import Bound, constant, nondifferentiable, raw, shape_of
+from agnograd.functions._core import (
+    Bound,
+    constant,
+    native_kwargs,
+    nondifferentiable,
+    raw,
+    shape_of,
+)
 
 
 class Triangle(FunctionNode):
@@ -155,7 +162,7 @@ def _constant_maker(name: str) -> Bound:
         fn = getattr(raw_namespace, name)
 
         def apply(*args: Any, **kwargs: Any) -> Variable:
-            return constant(fn(*args, **kwargs))
+            return constant(fn(*args, **native_kwargs(kwargs)))
 
         apply.__name__ = apply.__qualname__ = name
         apply.__doc__ = f"``{name}`` of the backend, as a Variable that requires no gradient."
@@ -174,7 +181,7 @@ def _bind_from_dlpack(raw_namespace: Any) -> Any:
         The data is shared where the two libraries and the device allow it.
         """
         kwargs = {k: v for k, v in (("device", device), ("copy", copy)) if v is not None}
-        return constant(fn(raw(x), **kwargs))
+        return constant(fn(raw(x), **native_kwargs(kwargs)))
 
     return from_dlpack
 

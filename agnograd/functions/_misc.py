@@ -30,3 +30,13 @@ def identity(*inputs: Any) -> Variable | tuple[Variable, ...]:
     """
     outputs = Identity().apply(inputs)
     return outputs[0] if len(outputs) == 1 else outputs
+
+
+class AsArrayCopy(FunctionNode):
+    """``asarray(x, copy=True)``: a new array; the gradient passes through unchanged."""
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (self.xp.asarray(inputs[0], copy=True),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return grad_outputs

@@ -142,7 +142,8 @@ class SoftmaxCrossEntropy(FunctionNode):
         valid = t != self.ignore_label
         classes = xp.arange(x.shape[1], dtype=t.dtype, device=array_api_compat.device(x))
         onehot = xp.astype(t[:, None] == classes[None, :], x.dtype)
-        count = max(int(xp.sum(xp.astype(valid, xp.int32))), 1)
+        # An array, not a Python int: lazy backends (Dask) stay lazy.
+        count = xp.clip(xp.sum(xp.astype(valid, x.dtype)), min=1)
         return onehot, xp.astype(valid, x.dtype), count
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:

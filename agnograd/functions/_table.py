@@ -29,6 +29,7 @@ from agnograd.functions import (
 )
 from agnograd.functions._core import Bound, constant
 from agnograd.functions._manipulation import astype
+from agnograd.functions._misc import AsArrayCopy
 
 CHAPTERS = (
     _creation,
@@ -157,7 +158,8 @@ class Namespace:
         if isinstance(obj, Variable):
             if dtype is not None and dtype != obj.dtype:
                 return astype(obj, dtype)
-            return obj
+            # copy=True asks for an array the caller may write into: a new one.
+            return AsArrayCopy().apply((obj,))[0] if copy else obj
         return constant(self._raw.asarray(obj, dtype=dtype, device=device, copy=copy))
 
 

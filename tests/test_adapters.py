@@ -1,0 +1,230 @@
+"""Adapters: discovery through entry points, ownership without imports, the hooks
+and their standard-based defaults, and a third-party adapter installed for real."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agnograd import Adapter
+from agnograd._backend import (
+    adapter_for,
+    adapter_named,
+    adapter_names,
+    installed_backends,
+    register_adapter,
+    scatter_add_flat,
+)
+from agnograd._device import get_device
+
+BUILT_IN = ["numpy", "torch", "jax", "cupy", "dask", "array_api_strict"]
+PLUGIN = Path(__file__).resolve().parent / "fake_adapter_pkg"
+
+
+def test_every_built_in_adapter_is_registered_as_an_entry_point():
+    assert set(BUILT_IN) <= set(adapter_names())
+    for name in BUILT_IN:
+        adapter = adapter_named(name)
+        assert isinstance(adapter, Adapter)
+        assert adapter.name == name
+    assert "numpy" in installed_backends()
+
+
+def test_loading_every_adapter_imports_no_array_library():
+    probe = textwrap.dedent(
+        """
+        import json, sys
+        import numpy as np
+        from agnograd._backend import _adapters, adapter_for
+        from agnograd._device import get_device
+        names = [a.name for a in _adapters()]
+        assert adapter_for(np.ones(1)).name == "numpy"
+        assert str(get_device("@numpy")) == "@numpy"
+        print(json.dumps([names, sorted({m.partition(".")[0] for m in sys.modules})]))
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    names, modules = json.loads(result.stdout.splitlines()[-1])
+    assert set(BUILT_IN) <= set(names)
+    forbidden = {"torch", "jax", "jaxlib", "cupy", "dask", "array_api_strict"}
+    assert not forbidden & set(modules), sorted(forbidden & set(modules))
+
+
+def _arrays() -> list[tuple[str, object]]:
+    out: list[tuple[str, object]] = [("numpy", np.ones(2))]
+    if importlib.util.find_spec("torch"):
+        import torch
+
+        out.append(("torch", torch.ones(2)))
+    if importlib.util.find_spec("jax"):
+        import jax.numpy as jnp
+
+        out.append(("jax", jnp.ones(2)))
+    if importlib.util.find_spec("array_api_strict"):
+        import array_api_strict as xs
+
+        out.append(("array_api_strict", xs.ones(2)))
+    if importlib.util.find_spec("dask"):
+        import dask.array as da
+
+        out.append(("dask", da.ones(2)))
+    return out
+
+
+@pytest.mark.parametrize(("name", "array"), _arrays(), ids=[n for n, _ in _arrays()])
+def test_ownership_and_devices_of_each_library(name, array):
+    adapter = adapter_for(array)
+    assert adapter.name == name
+    assert adapter.owns(type(array))
+    assert sum(a.owns(type(array)) for a in map(adapter_named, BUILT_IN)) == 1
+    device = get_device(array)
+    assert device.backend == name
+    assert device.native == adapter.get_device_of(array)
+    assert adapter.get_namespace() is get_device(array).xp
+    assert device.physical == (1, 0)
+    native = adapter.get_device_of(array)
+    if not isinstance(native, str):  # NumPy and Dask name their device with a string
+        assert adapter.owns_device(native)
+
+
+@pytest.mark.parametrize(("name", "array"), _arrays(), ids=[n for n, _ in _arrays()])
+def test_scatter_add_accumulates_repeats_on_every_backend(name, array):
+    xp = get_device(array).xp
+    dst = xp.zeros(4, dtype=xp.float32)
+    positions = xp.asarray([1, 3, 1])
+    values = xp.asarray([1.0, 2.0, 5.0], dtype=xp.float32)
+    out = scatter_add_flat(dst, positions, values)
+    assert adapter_for(out).name == name  # dask stays dask (and lazy)
+    if name == "dask":
+        out = out.compute()
+    np.testing.assert_array_equal(np.asarray(out), [0.0, 6.0, 0.0, 2.0])
+
+
+def test_an_adapter_with_only_a_name_uses_the_standard():
+    xs = pytest.importorskip("array_api_strict")
+    bare = Adapter(name="strict_again", modules=("array_api_strict",))  # not registered
+    assert bare.get_namespace() is xs
+    d1 = xs.Device("device1")
+    assert d1 in bare.get_devices()
+    assert bare.get_device_name(d1) == "device1"
+    assert bare.find_device("device2") == xs.Device("device2")
+    assert bare.find_device("") == xs.Device("CPU_DEVICE")
+    with pytest.raises(ValueError, match="no device called 'device9'"):
+        bare.find_device("device9")
+    a = xs.asarray([1.0, 2.0])
+    assert bare.get_device_of(a) == xs.Device("CPU_DEVICE")
+    assert bare.move(a, d1).device == d1
+    assert bare.get_dlpack_device(d1) == (1, 0)
+    b = bare.import_dlpack(np.arange(3.0), d1, False)
+    assert b.device == d1
+    assert bare.get_data_pointer(b) == bare.get_data_pointer(b[0:])
+    assert bare.get_view_problem(a) is None
+    assert float(bare.copy_for_export(a)[1]) == 2.0
+    with bare.use(d1):
+        pass
+
+
+def test_register_adapter_adds_a_library_for_this_process():
+    register_adapter(Adapter(name="test_adapters_lib", modules=("test_adapters_lib",)))
+    assert "test_adapters_lib" in adapter_names()
+    assert "test_adapters_lib" not in installed_backends()  # its library cannot be found
+    with pytest.raises(ValueError, match="'test_adapters_lib' is registered but its library"):
+        get_device("@test_adapters_lib")
+    owned = type("Array", (), {"__module__": "test_adapters_lib.core"})()
+    assert adapter_for(owned).name == "test_adapters_lib"
+
+
+# ---------------------------------------------------------------------------------
+# A third-party adapter, installed with pip and discovered in a fresh interpreter
+
+_DISCOVERY = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import agnograd, agnograd.functions as F
+    from agnograd import Variable
+    from agnograd._backend import adapter_for, adapter_names, installed_backends
+    from agnograd._device import get_device, view
+    import agnograd._transfer  # Variable.to_device, F.copy
+
+    assert "tinylib" in adapter_names() and "tinylib" in installed_backends()
+    assert "tinylib" not in sys.modules  # found, not imported
+
+    import tinylib
+    a = tinylib.asarray([1.0, 2.0, 3.0])
+    assert adapter_for(a).name == "tinylib"
+    device = get_device("@tinylib")
+    assert str(device) == "@tinylib" and get_device(a) is device
+
+    # Its arrays are differentiable like any other.
+    x = Variable(a)
+    F.sum(x * x).backward()
+    assert isinstance(x.grad, np.ndarray)
+    np.testing.assert_array_equal(x.grad, [2.0, 4.0, 6.0])
+
+    # Moves and views go through DLPack, without the plug-in knowing other libraries.
+    y = Variable(np.array([1.0, 2.0])).to_device("@tinylib")
+    assert type(y.array) is tinylib.Array and y.device is device
+    v = view(a, "numpy")
+    a[0] = 9.0
+    assert v[0] == 9.0
+    z = agnograd._transfer.copy(Variable(np.array([3.0])), "@tinylib")
+    assert type(z.array) is tinylib.Array
+
+    # A broken plug-in does not break agnograd, and errors say what happened.
+    try:
+        get_device("@broken")
+    except ValueError as error:
+        assert "failed to load" in str(error) and "tinylib" in str(error), error
+    else:
+        raise AssertionError("@broken resolved")
+    print("OK")
+    """
+)
+
+
+@pytest.mark.slow
+def test_third_party_adapter_is_discovered_after_pip_install(tmp_path):
+    if importlib.util.find_spec("setuptools") is None:
+        pytest.skip("building the plug-in needs setuptools")
+    source, target = tmp_path / "src", tmp_path / "site"
+    # Built from a copy: pip builds in the source tree and would leave files there.
+    shutil.copytree(
+        PLUGIN, source, ignore=shutil.ignore_patterns("conftest.py", "build", "*.egg-info")
+    )
+    install = subprocess.run(
+        [
+            *(sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"),
+            *("--no-build-isolation", "--no-index", "--target", str(target), str(source)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert install.returncode == 0, install.stdout + install.stderr
+    assert list(target.glob("agnograd_tinylib-*.dist-info"))
+    path = os.pathsep.join(filter(None, [str(target), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
+    result = subprocess.run(
+        [sys.executable, "-c", _DISCOVERY],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip().endswith("OK")
