@@ -1,0 +1,202 @@
+"""pytest plugin of agnograd (entry point ``pytest11``): backend fixtures and profiles.
+
+- ``xp``: the array API namespace of each installed backend in turn (numpy,
+  array_api_strict, torch, jax, ...; array-api-compat's namespace for NumPy and
+  PyTorch, the one ``Variable.xp`` reports). A test that asks for it runs once per
+  backend, with the backend's name as its id.
+- ``device``: the device the test should put its arrays on: the backend's default,
+  or the one named with ``--agnograd-backend NAME:DEVICE``.
+- ``agnograd_backend``: the backend's name and requested device, for code that
+  takes names (the conformance suite).
+- ``--agnograd-backend NAME[:DEVICE]``: run on these backends only (repeat the
+  option or separate with commas), e.g. ``--agnograd-backend torch`` or
+  ``--agnograd-backend array_api_strict:no_float64``.
+- hypothesis profiles ``ci`` (derandomized, 10 examples, no deadline) and ``local``
+  (25 examples, no deadline); ``ci`` is loaded when the environment variable ``CI``
+  is set to true, ``local`` otherwise, unless ``--hypothesis-profile`` chooses.
+
+Which backends are installed is decided without importing them; a backend's library
+is imported when the first test that uses it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+_SPEC = "_agnograd_backend_spec"
+_TRUE = ("1", "true", "yes", "on")
+
+
+def _register_profiles() -> bool:
+    try:
+        from hypothesis import HealthCheck, settings
+    except ImportError:
+        return False
+    settings.register_profile(
+        "ci",
+        max_examples=10,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    settings.register_profile("local", max_examples=25, deadline=None, print_blob=True)
+    return True
+
+
+# At import, so that a conftest can load or extend the profiles by name.
+_HAVE_HYPOTHESIS = _register_profiles()
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """A backend chosen on the command line: its name and optionally a device name."""
+
+    name: str
+    device: str | None = None
+
+    @property
+    def id(self) -> str:
+        return self.name if self.device is None else f"{self.name}:{self.device}"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("agnograd", "agnograd backends")
+    group.addoption(
+        "--agnograd-backend",
+        action="append",
+        default=[],
+        metavar="NAME[:DEVICE]",
+        help=(
+            "run the tests that use the xp/device fixtures on these backends only "
+            "(repeatable, comma-separated; default: every installed backend)"
+        ),
+    )
+
+
+def _parse(values: list[str]) -> list[BackendSpec]:
+    from agnograd.testing._backends import KNOWN_BACKENDS, installed_backends
+
+    specs = []
+    installed = installed_backends()
+    for value in values:
+        for item in value.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            name, _, device = item.partition(":")
+            if name not in installed:
+                known = name in KNOWN_BACKENDS
+                raise pytest.UsageError(
+                    f"--agnograd-backend {item}: backend {name!r} is "
+                    f"{'not installed' if known else 'unknown'}; installed backends: "
+                    f"{', '.join(installed)}"
+                )
+            specs.append(BackendSpec(name, device or None))
+    return specs
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    chosen = config.getoption("agnograd_backend", default=[]) or []
+    if chosen:
+        config.stash[_specs_key] = _parse(chosen)
+    if _HAVE_HYPOTHESIS and not config.getoption("hypothesis_profile", default=None):
+        from hypothesis import settings
+
+        ci = os.environ.get("CI", "").strip().lower() in _TRUE
+        settings.load_profile("ci" if ci else "local")
+
+
+_specs_key = pytest.StashKey[list[BackendSpec]]()
+
+
+def _specs(config: pytest.Config) -> list[BackendSpec]:
+    specs = config.stash.get(_specs_key, None)
+    if specs is None:
+        from agnograd.testing._backends import installed_backends
+
+        specs = [BackendSpec(name) for name in installed_backends()]
+        config.stash[_specs_key] = specs
+    return specs
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    # When a hypothesis test fails, hypothesis's own plugin imports libcst to
+    # suggest a patch, and libcst warns on import (mypy_extensions.TypedDict is
+    # deprecated); under ``filterwarnings = error`` that turns the test's failure
+    # into an INTERNALERROR that hides it. Only that warning is silenced.
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message="mypy_extensions.TypedDict is deprecated", category=DeprecationWarning
+        )
+        return (yield)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    specs = _specs(config)
+    line = f"agnograd backends: {', '.join(s.id for s in specs)}"
+    if _HAVE_HYPOTHESIS:
+        from hypothesis import settings
+
+        line += f"; hypothesis profile: {settings.get_current_profile_name()}"
+    return line
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # Only tests that reach our fixtures through ``xp`` or ``device`` are
+    # parametrized: a project that defines its own ``xp`` fixture is left alone.
+    if _SPEC in metafunc.fixturenames:
+        specs = _specs(metafunc.config)
+        metafunc.parametrize(
+            _SPEC, specs, ids=[s.id for s in specs], indirect=True, scope="session"
+        )
+
+
+# Session scope: the fixtures hold no state, and hypothesis refuses function-scoped
+# fixtures in @given tests.
+@pytest.fixture(scope="session")
+def _agnograd_backend_spec(request: pytest.FixtureRequest) -> BackendSpec:
+    return request.param
+
+
+@pytest.fixture(scope="session")
+def agnograd_backend(_agnograd_backend_spec: BackendSpec) -> BackendSpec:
+    """The backend under test by name: ``.name`` and ``.device`` (``None`` for the
+    default), as chosen with ``--agnograd-backend``."""
+    return _agnograd_backend_spec
+
+
+@pytest.fixture(scope="session")
+def xp(_agnograd_backend_spec: BackendSpec) -> Any:
+    """The array API namespace of the backend under test (one run per backend)."""
+    from agnograd.testing._backends import backend_namespace
+
+    name = _agnograd_backend_spec.name
+    try:
+        namespace = backend_namespace(name)
+        namespace.asarray(0.0)
+    except Exception as error:
+        pytest.skip(f"backend {name} is installed but unusable: {type(error).__name__}: {error}")
+    return namespace
+
+
+@pytest.fixture(scope="session")
+def device(xp: Any, _agnograd_backend_spec: BackendSpec) -> Any:
+    """The device to put arrays on: the backend's default or the one asked for."""
+    from agnograd.testing._backends import default_device, find_device
+
+    if _agnograd_backend_spec.device is None:
+        return default_device(xp)
+    try:
+        return find_device(xp, _agnograd_backend_spec.device)
+    except ValueError as error:
+        raise pytest.UsageError(
+            f"--agnograd-backend {_agnograd_backend_spec.id}: {error}"
+        ) from None

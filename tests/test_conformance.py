@@ -1,0 +1,230 @@
+"""The conformance suite: it runs on every installed backend with no unexpected result,
+catches a wrong backward, and its xfail lists, reports and command line work."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+from agnograd.conformance import (
+    CHECKS,
+    NO_DEVICE_API,
+    Report,
+    Result,
+    _checks,
+    apply_xfail,
+    load_xfails,
+    parse_xfails,
+    run_conformance,
+    summary_table,
+)
+from agnograd.conformance import __main__ as cli
+
+import agnograd
+from agnograd.functions._table import DIFFERENTIABLE
+from agnograd.testing import backend_namespace
+
+# Hypothesis examples per check. JAX compiles every operation once per new shape
+# and Dask builds a graph per operation: one example keeps them to seconds.
+EXAMPLES = {"numpy": 3, "array_api_strict": 3, "torch": 3, "jax": 1, "dask": 1}
+# JAX compiles each linear algebra and FFT kernel for seconds, and Dask lacks most
+# of them: they run the sample without those chapters (the command line runs all).
+LIGHT = {"jax", "dask"}
+
+# One or two functions of each chapter of the standard, and the kinds of rules that
+# differ most (broadcasting, reductions, indexing scatter, matrix solves, complex
+# transforms). The whole table runs in test_whole_table_on_numpy and on the command
+# line (python -m agnograd.conformance --backend all).
+SAMPLE = [
+    "abs", "add", "divide", "exp", "maximum", "real",
+    "sum", "max", "cumulative_sum",
+    "broadcast_to", "concat", "reshape", "flip",
+    "where", "take", "sort",
+    "matmul", "linalg.solve", "linalg.eigh", "linalg.det",
+    "fft.rfft", "fft.fftn",
+]  # fmt: skip
+
+
+def _check(report: Report) -> None:
+    unexpected = "\n".join(
+        f"{r.function}::{r.check} {r.status}: {r.reason}" for r in report.unexpected
+    )
+    assert report.ok, f"unexpected results on {report.label}:\n{unexpected}"
+    assert all(r.reason == NO_DEVICE_API for r in report.results if r.check == "cross_device")
+
+
+def test_suite_has_no_unexpected_result(agnograd_backend):
+    name = agnograd_backend.name
+    functions = [f for f in SAMPLE if f in DIFFERENTIABLE]
+    if name in LIGHT:
+        functions = [f for f in functions if not f.startswith(("linalg.", "fft."))]
+    report = run_conformance(
+        name,
+        device=agnograd_backend.device,
+        functions=functions,
+        max_examples=EXAMPLES.get(name, 1),
+    )
+    _check(report)
+    assert {(r.function, r.check) for r in report.results} == {
+        (f, c) for f in functions for c in CHECKS
+    }
+
+
+@pytest.mark.slow
+def test_whole_table_on_numpy():
+    report = run_conformance("numpy", max_examples=1)
+    _check(report)
+    cells = {(r.function, r.check) for r in report.results}
+    assert cells == {(f, c) for f in DIFFERENTIABLE for c in CHECKS}
+    assert not report.stale_xfails, f"xfail entries for no function: {report.stale_xfails}"
+
+
+def test_suite_on_a_device_without_float64():
+    report = run_conformance(
+        "array_api_strict", device="no_float64", max_examples=1, checks=["backward"]
+    )
+    assert report.ok, [r for r in report.unexpected]
+    assert report.dtype == "float32"
+    assert report.label == "array_api_strict:no_float64"
+
+
+# -- the suite catches mistakes ---------------------------------------------------
+
+
+class WrongExp(agnograd.FunctionNode):
+    def forward(self, inputs):
+        self.retain_outputs((0,))
+        return (self.xp.exp(inputs[0]),)
+
+    def backward(self, indexes, grad_outputs):
+        (y,) = self.get_retained_outputs()
+        return (grad_outputs[0] * y * 1.5,)
+
+
+def test_a_wrong_backward_fails_both_orders():
+    xp = backend_namespace("numpy")
+    target = _checks.Target("numpy", xp, "cpu", xp.float64, max_examples=3)
+    wrong = lambda x: WrongExp().apply((x,))[0]  # noqa: E731
+    status, reason = _checks.run_check(target, "exp", wrong, "backward")
+    assert status == "fail"
+    assert "disagrees with central differences" in reason
+    assert "Falsifying example" in reason
+    assert "exp(float64" in reason
+    assert _checks.run_check(target, "exp", agnograd.functions.exp, "double_backward")[0] == "pass"
+
+
+def test_function_without_domain_fails():
+    report = run_conformance("numpy", functions=["relu"], max_examples=1)
+    statuses = {r.check: (r.status, r.reason) for r in report.results}
+    assert statuses["backward"] == ("fail", "no domain registered")
+    assert statuses["cross_device"] == ("skip", NO_DEVICE_API)
+    assert not report.ok
+
+
+# -- xfail lists -------------------------------------------------------------------
+
+
+def test_parse_xfails():
+    text = "exp::backward  # reason one\n\n# comment\nsum::*  # reason two\n"
+    assert parse_xfails(text) == {
+        ("exp", "backward"): "reason one",
+        ("sum", "*"): "reason two",
+    }
+    with pytest.raises(ValueError, match=r"<xfails>:1: the entry 'exp::dlpack' needs a reason"):
+        parse_xfails("exp::dlpack\n")
+    with pytest.raises(ValueError, match="unknown check 'grad'"):
+        parse_xfails("exp::grad  # why\n")
+    with pytest.raises(ValueError, match="expected 'function::check  # reason'"):
+        parse_xfails("exp  # why\n")
+
+
+def test_apply_xfail():
+    xfails = {("exp", "dlpack"): "known", ("*", "devices"): "no devices"}
+    failed = Result("exp", "dlpack", "fail", "boom")
+    assert apply_xfail(failed, xfails) == Result("exp", "dlpack", "xfail", "known", "boom")
+    passed = apply_xfail(Result("exp", "dlpack", "pass"), xfails)  # exact entry: strict
+    assert passed.status == "xpass"
+    assert "remove the entry" in passed.reason
+    covered = Result("log", "devices", "pass")  # a * entry lets the cells it covers pass
+    assert apply_xfail(covered, xfails) is covered
+    assert apply_xfail(Result("log", "devices", "fail", "x"), xfails).status == "xfail"
+    skipped = Result("log", "devices", "skip", "n/a")
+    assert apply_xfail(skipped, xfails) is skipped
+    untouched = Result("log", "backward", "fail", "boom")
+    assert apply_xfail(untouched, xfails) is untouched
+
+
+@pytest.mark.parametrize("backend", ["numpy", "array_api_strict", "torch", "jax", "dask"])
+def test_shipped_xfail_lists_parse(backend):
+    entries = load_xfails(backend)
+    assert all(f == "*" or f in DIFFERENTIABLE for f, _ in entries), entries
+
+
+# -- report and command line --------------------------------------------------------
+
+
+def test_report_formats(tmp_path):
+    report = Report(
+        "numpy",
+        "",
+        "float64",
+        3,
+        [
+            Result("exp", "backward", "pass"),
+            Result("exp", "dlpack", "xfail", "0-d | scalars", "AttributeError"),
+            Result("log", "backward", "fail", "AssertionError: wrong\nFalsifying example: x"),
+        ],
+    )
+    assert report.counts() == {"pass": 1, "fail": 1, "xfail": 1, "xpass": 0, "skip": 0}
+    assert not report.ok
+    md = report.to_markdown()
+    assert "| exp | pass | xfail [1] |" in md
+    assert "| log | **FAIL** [2] |  |" in md
+    assert r"1. 0-d \| scalars" in md
+    assert "   Falsifying example: x" in md
+    data = json.loads(report.to_json())
+    assert data["summary"]["fail"] == 1
+    assert data["results"][1]["detail"] == "AttributeError"
+    md_path, json_path = report.write(tmp_path)
+    assert md_path.name == "conformance-numpy.md"
+    assert json_path.exists()
+    assert "| numpy | float64 | 1 | 1 | 1 | 0 | 0 |" in summary_table([report])
+
+
+def test_command_line(tmp_path, capsys):
+    args = ["--backend", "numpy", "--function", "exp", "--max-examples", "2", "--out"]
+    assert cli.main([*args, str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "conformance-numpy.json").read_text())
+    assert {r["check"] for r in data["results"]} == set(CHECKS)
+    assert (tmp_path / "conformance-numpy.md").exists()
+
+    xfails = tmp_path / "xfails.txt"
+    xfails.write_text("exp::backward  # pretend it fails\n")
+    assert cli.main([*args, str(tmp_path), "--xfails", str(xfails), "--check", "backward"]) == 1
+    assert "XPASS exp::backward" in capsys.readouterr().out
+
+
+def test_python_dash_m(tmp_path):
+    command = [sys.executable, "-m", "agnograd.conformance", "--backend", "numpy"]
+    command += ["--function", "sum", "--check", "backward", "--max-examples", "1"]
+    result = subprocess.run(
+        [*command, "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "| numpy | float64 | 1 | 0 | 0 | 0 | 0 |" in result.stdout
+    assert (tmp_path / "conformance-numpy.md").exists()
+
+
+@pytest.mark.parametrize("name", ["agnograd.conformance", "agnograd.conformance._report"])
+def test_conformance_doctests(name):
+    # conformance/ is outside pytest's testpaths, so its examples run here.
+    failures, _ = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert failures == 0

@@ -1,0 +1,674 @@
+"""The testing kit finds wrong gradients, passes right ones, and runs on every backend.
+
+Tests that take the ``xp`` and ``device`` fixtures (agnograd's pytest plugin) run
+once per installed backend: numpy, array_api_strict, torch and jax.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import array_api_compat
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import agnograd
+import agnograd.functions as F
+import agnograd.testing
+from agnograd.functions._core import raw
+from agnograd.testing import (
+    NondifferentiableError,
+    assert_allclose,
+    assert_array_equal,
+    check_backward,
+    check_double_backward,
+    numerical_grad,
+    to_numpy,
+)
+from agnograd.testing import strategies as ags
+from agnograd.testing._backends import default_float
+
+# -- helpers ------------------------------------------------------------------------
+
+
+def array(xp: Any, device: Any, values: Any, dtype: Any = None) -> Any:
+    """An array of ``xp`` on ``device``: float64 where the device has it."""
+    dtype = default_float(xp, device) if dtype is None else dtype
+    return xp.asarray(np.asarray(values, dtype=np.float64).tolist(), dtype=dtype, device=device)
+
+
+def ones(xp: Any, device: Any, shape: tuple[int, ...]) -> Any:
+    return xp.ones(shape, dtype=default_float(xp, device), device=device)
+
+
+def apply(node: agnograd.FunctionNode, *inputs: Any) -> Any:
+    outputs = node.apply(inputs)
+    return outputs[0] if len(outputs) == 1 else outputs
+
+
+# -- deliberately wrong (and right) backward rules ------------------------------------
+
+
+class Square(agnograd.FunctionNode):
+    """``x ** 2`` with a backward of ``factor * x * gy``: right for 2, wrong for 3."""
+
+    def __init__(self, factor: float = 2.0) -> None:
+        self.factor = factor
+
+    def forward(self, inputs):
+        self.retain_inputs((0,))
+        return (inputs[0] * inputs[0],)
+
+    def backward(self, indexes, grad_outputs):
+        (x,) = self.get_retained_inputs()
+        return (self.factor * x * grad_outputs[0],)
+
+
+class SumOfCopies(agnograd.FunctionNode):
+    """``sum(broadcast_to(x, (copies, n)), axis=0)`` == ``copies * x``.
+
+    The right backward scales gy by the number of broadcast copies; ``mistake``
+    selects a wrong one: ``"unscaled"`` returns gy as is, ``"mean"`` averages the
+    copies' gradients instead of summing them.
+    """
+
+    def __init__(self, copies: int, mistake: str | None = None) -> None:
+        self.copies = copies
+        self.mistake = mistake
+
+    def forward(self, inputs):
+        (x,) = inputs
+        spread = self.xp.broadcast_to(x, (self.copies, *x.shape))
+        return (self.xp.sum(spread, axis=0),)
+
+    def backward(self, indexes, grad_outputs):
+        (gy,) = grad_outputs
+        xp = gy.__array_namespace__() if isinstance(gy, agnograd.Variable) else self.xp
+        copies = xp.broadcast_to(gy, (self.copies, *gy.shape))
+        if self.mistake == "unscaled":
+            return (gy,)
+        if self.mistake == "mean":
+            return (xp.mean(copies, axis=0),)
+        return (xp.sum(copies, axis=0),)
+
+
+class AddRow(agnograd.FunctionNode):
+    """``x + row`` with ``row`` broadcast over the rows of ``x``.
+
+    The engine sums the row's gradient over the broadcast axis; the wrong rule
+    ``"first-row"`` pre-reduces it by taking one row, which has the right shape and
+    so slips past the engine -- only the numbers are wrong.
+    """
+
+    def __init__(self, mistake: str | None = None) -> None:
+        self.mistake = mistake
+
+    def forward(self, inputs):
+        return (inputs[0] + inputs[1],)
+
+    def backward(self, indexes, grad_outputs):
+        (gy,) = grad_outputs
+        if self.mistake == "first-row":
+            return tuple(gy if i == 0 else gy[0, ...] for i in indexes)
+        return tuple(gy for _ in indexes)
+
+
+class MatMul(agnograd.FunctionNode):
+    """``a @ b`` with the right rule, or ``"no-transpose"`` / ``"swapped"`` mistakes."""
+
+    def __init__(self, mistake: str | None = None) -> None:
+        self.mistake = mistake
+
+    def forward(self, inputs):
+        self.retain_inputs((0, 1))
+        return (self.xp.matmul(inputs[0], inputs[1]),)
+
+    def backward(self, indexes, grad_outputs):
+        a, b = self.get_retained_inputs()
+        (gy,) = grad_outputs
+        xp = gy.__array_namespace__() if isinstance(gy, agnograd.Variable) else self.xp
+        if self.mistake == "no-transpose":
+            ga, gb = xp.matmul(gy, b), xp.matmul(a, gy)
+        elif self.mistake == "swapped":
+            ga, gb = xp.matmul(xp.matrix_transpose(b), gy), xp.matmul(gy, xp.matrix_transpose(a))
+        else:
+            ga = xp.matmul(gy, xp.matrix_transpose(b))
+            gb = xp.matmul(xp.matrix_transpose(a), gy)
+        return tuple(ga if i == 0 else gb for i in indexes)
+
+
+class ConstantSlope(agnograd.FunctionNode):
+    """``x ** 2`` whose backward reads the raw data, so its own gradient is lost:
+    right to first order, wrong to second (a classic double-backprop mistake)."""
+
+    def forward(self, inputs):
+        self.retain_inputs((0,))
+        return (inputs[0] * inputs[0],)
+
+    def backward(self, indexes, grad_outputs):
+        (x,) = self.get_retained_inputs()
+        return (grad_outputs[0] * (2 * raw(x)),)
+
+
+class Leaky(agnograd.FunctionNode):
+    """``x * scale`` with the right gradient for both inputs -- which is a mistake
+    when ``scale`` should get none (an integer, or an input listed in no_grads)."""
+
+    def forward(self, inputs):
+        self.retain_inputs((0, 1))
+        return (inputs[0] * self.xp.astype(inputs[1], inputs[0].dtype),)
+
+    def backward(self, indexes, grad_outputs):
+        x, scale = self.get_retained_inputs()
+        (gy,) = grad_outputs
+        xp = gy.__array_namespace__() if isinstance(gy, agnograd.Variable) else self.xp
+        return tuple(gy * xp.astype(scale, gy.dtype) if i == 0 else gy * x for i in indexes)
+
+
+# -- check_backward: right rules pass ------------------------------------------------
+
+
+def test_check_backward_passes_right_rules(xp, device):
+    x = array(xp, device, [[0.5, -1.2, 2.0], [0.3, 1.1, -0.7]])
+    gy = array(xp, device, [[1.0, -0.5, 2.0], [0.25, 1.5, -1.0]])
+    check_backward(lambda v: apply(Square(), v), x, gy)
+    check_backward(F.tanh, x, gy)
+    check_backward(F.exp, x, gy)
+    row = array(xp, device, [0.1, -0.2, 0.3])
+    check_backward(lambda a, b: apply(AddRow(), a, b), (x, row), gy)
+    check_backward(lambda v: apply(SumOfCopies(4), v), row, row)
+    a = array(xp, device, [[0.5, -1.0], [2.0, 0.25]])
+    b = array(xp, device, [[1.5, 0.5], [-0.5, 1.0]])
+    check_backward(lambda p, q: apply(MatMul(), p, q), (a, b), a)
+
+
+def test_check_backward_scalar_output_and_params(xp, device):
+    x = array(xp, device, [0.5, 1.5, -2.0])
+    check_backward(lambda v: F.sum(v * v), x, None)
+    w = agnograd.Variable(array(xp, device, [[1.0, 2.0, 0.5], [-1.0, 0.5, 0.25]]))
+    before = w.array
+    check_backward(lambda v: F.matmul(w, v), x, array(xp, device, [1.0, -2.0]), params=w)
+    assert w.array is before
+    assert w.grad is None
+
+
+def test_check_backward_several_outputs(xp, device):
+    x = array(xp, device, [0.5, 1.5, -2.0])
+    both = lambda v: (F.exp(v), F.sin(v))  # noqa: E731
+    check_backward(both, x, (ones(xp, device, (3,)), array(xp, device, [1.0, 0.0, -1.0])))
+    check_backward(both, x, (None, ones(xp, device, (3,))))
+
+
+# -- check_backward: wrong rules fail ------------------------------------------------
+
+
+def test_wrong_factor_is_caught(xp, device):
+    x = array(xp, device, [0.5, -1.0, 2.0])
+    with pytest.raises(AssertionError) as info:
+        check_backward(lambda v: apply(Square(factor=3.0), v), x, ones(xp, device, (3,)))
+    message = str(info.value)
+    assert "analytic" in message
+    assert "numerical" in message
+    assert "direction d" in message
+    # The worst element names where the gradient is most wrong: |x| is largest at 2.
+    assert "worst element: input 0 at (2,): analytic 6.0, numerical 4.0" in message
+
+
+@pytest.mark.parametrize("mistake", ["unscaled", "mean"])
+def test_missing_broadcast_scaling_is_caught(xp, device, mistake):
+    x = array(xp, device, [0.5, -1.0, 2.0])
+    with pytest.raises(AssertionError, match="disagrees with central differences"):
+        check_backward(lambda v: apply(SumOfCopies(4, mistake), v), x, ones(xp, device, (3,)))
+
+
+def test_wrong_broadcast_reduction_is_caught(xp, device):
+    x = array(xp, device, [[0.5, -1.0, 2.0], [1.0, 0.5, -0.5]])
+    row = array(xp, device, [0.1, 0.2, 0.3])
+    gy = array(xp, device, [[1.0, 2.0, 3.0], [-1.0, 0.5, 2.0]])
+    with pytest.raises(AssertionError, match=r"worst element: input 1"):
+        check_backward(lambda a, b: apply(AddRow("first-row"), a, b), (x, row), gy)
+
+
+@pytest.mark.parametrize("mistake", ["no-transpose", "swapped"])
+def test_wrong_transpose_is_caught(xp, device, mistake):
+    a = array(xp, device, [[0.5, -1.0, 0.3], [2.0, 0.25, -0.6], [1.0, 1.5, 0.2]])
+    b = array(xp, device, [[1.5, 0.5, -1.0], [-0.5, 1.0, 0.7], [0.4, -0.3, 0.9]])
+    gy = array(xp, device, [[1.0, 0.0, -1.0], [0.5, 2.0, 1.0], [-1.5, 0.3, 0.8]])
+    with pytest.raises(AssertionError, match="disagrees with central differences"):
+        check_backward(lambda p, q: apply(MatMul(mistake), p, q), (a, b), gy)
+
+
+def test_wrong_param_gradient_is_caught(xp, device):
+    x = array(xp, device, [[0.5, -1.0], [2.0, 0.25]])
+    w = agnograd.Variable(array(xp, device, [[1.0, 2.0], [3.0, 4.0]]))
+    gy = ones(xp, device, (2, 2))
+    with pytest.raises(AssertionError, match="worst element: param 0"):
+        check_backward(lambda v: apply(MatMul("no-transpose"), v, w), x, gy, params=w)
+
+
+# -- no_grads ------------------------------------------------------------------------
+
+
+def test_no_grads_violation_is_reported(xp, device):
+    x = array(xp, device, [0.5, -1.0, 2.0])
+    scale = array(xp, device, [2.0, 2.0, 2.0])
+    gy = ones(xp, device, (3,))
+    check_backward(lambda v, s: apply(Leaky(), v, s), (x, scale), gy)  # both differentiable
+    with pytest.raises(AssertionError, match=r"input 1 .* must get no gradient"):
+        check_backward(lambda v, s: apply(Leaky(), v, s), (x, scale), gy, no_grads=[False, True])
+
+
+def test_integer_input_must_get_no_gradient(xp, device):
+    x = array(xp, device, [0.5, -1.0, 2.0])
+    counts = xp.asarray([1, 2, 3], device=device)
+    with pytest.raises(AssertionError, match=r"input 1 \(\(3\), int\d+\) must get no gradient"):
+        check_backward(lambda v, c: apply(Leaky(), v, c), (x, counts), ones(xp, device, (3,)))
+
+
+def test_integer_input_without_gradient_passes(xp, device):
+    x = array(xp, device, [0.5, -1.0, 2.0])
+    positive = xp.asarray([True, False, True], device=device)
+    check_backward(lambda v, c: F.where(c, v, v * 2.0), (x, positive), ones(xp, device, (3,)))
+
+
+def test_no_grads_must_match_inputs():
+    with pytest.raises(ValueError, match="no_grads has 2 entries but x_data has 1"):
+        check_backward(F.exp, np.ones(2), np.ones(2), no_grads=[False, True])
+
+
+# -- second order --------------------------------------------------------------------
+
+
+def test_check_double_backward_passes_right_rules(xp, device):
+    x = array(xp, device, [0.5, -1.0, 2.0])
+    gy = array(xp, device, [1.0, -0.5, 0.25])
+    ggx = array(xp, device, [0.3, 1.0, -2.0])
+    check_double_backward(lambda v: apply(Square(), v), x, gy, ggx)
+    check_double_backward(F.tanh, x, gy, ggx)
+    a = array(xp, device, [[0.5, -1.0], [2.0, 0.25]])
+    b = array(xp, device, [[1.5, 0.5], [-0.5, 1.0]])
+    check_double_backward(lambda p, q: apply(MatMul(), p, q), (a, b), a, (b, a))
+
+
+def test_check_double_backward_with_params(xp, device):
+    x = array(xp, device, [0.5, -1.0])
+    w = agnograd.Variable(array(xp, device, [[1.0, 2.0], [0.5, -1.5]]))
+    check_double_backward(
+        lambda v: F.tanh(F.matmul(w, v)),
+        x,
+        array(xp, device, [1.0, -1.0]),
+        array(xp, device, [0.5, 0.25]),
+        params=w,
+        params_grad_grad=array(xp, device, [[0.1, -0.2], [0.3, 0.4]]),
+    )
+
+
+def test_backward_on_raw_data_fails_at_second_order(xp, device):
+    x = array(xp, device, [0.5, -1.0, 2.0])
+    gy = ones(xp, device, (3,))
+    check_backward(lambda v: apply(ConstantSlope(), v), x, gy)  # right to first order
+    with pytest.raises(AssertionError, match="disagrees with central differences"):
+        check_double_backward(lambda v: apply(ConstantSlope(), v), x, gy, gy)
+
+
+# -- numerical_grad ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["array", "variable"])
+def test_numerical_grad(xp, device, wrapped):
+    data = array(xp, device, [[0.5, -1.0], [2.0, 3.0]])
+    x = agnograd.Variable(data) if wrapped else data
+    k = xp.asarray([1, 2], device=device)
+    if not wrapped and not _writable(data):
+        with pytest.raises(TypeError, match="pass it wrapped in a Variable"):
+            numerical_grad(lambda: data * data, (x,), (ones(xp, device, (2, 2)),))
+        return
+    read = (lambda: x.array) if wrapped else (lambda: x)
+    gx, gk = numerical_grad(lambda: read() ** 3, (x, k), (ones(xp, device, (2, 2)),), eps=1e-3)
+    assert gk is None
+    assert gx.dtype == data.dtype
+    assert array_api_compat.device(gx) == device
+    # Central differences of x**3 are off by eps**2 (the third derivative is 6).
+    tol = 1e-5 if data.dtype == xp.float64 else 2e-3
+    assert_allclose(gx, 3 * to_numpy(data) ** 2, rtol=tol, atol=tol)
+    assert_array_equal(raw(x), [[0.5, -1.0], [2.0, 3.0]])  # restored
+    if wrapped:
+        assert x.array is data
+
+
+def _writable(a: Any) -> bool:
+    try:
+        a[(0,) * len(a.shape)] = a[(0,) * len(a.shape)]
+    except Exception:
+        return False
+    return True
+
+
+def test_numerical_grad_several_outputs(xp, device):
+    x = agnograd.Variable(array(xp, device, [0.5, 2.0]))
+    f = lambda: (x.array * x.array, x.array * 3.0)  # noqa: E731
+    (g,) = numerical_grad(f, (x,), (ones(xp, device, (2,)), None))
+    assert_allclose(g, [1.0, 4.0], rtol=1e-3)
+    with pytest.raises(ValueError, match="f returned 2 outputs but grad_outputs has 1"):
+        numerical_grad(f, (x,), (ones(xp, device, (2,)),))
+
+
+@pytest.mark.parametrize(
+    ("function", "at"),
+    [(F.absolute, 0.0), (F.relu, 0.0), (lambda v: F.floor_divide(v, 1.0), 1.0)],
+    ids=["abs", "relu", "floor"],
+)
+def test_detect_nondifferentiable(xp, device, function, at):
+    x = agnograd.Variable(array(xp, device, [at, 0.5]))
+    f = lambda: function(x)  # noqa: E731
+    with pytest.raises(NondifferentiableError, match=r"element \(0,\) of input 0"):
+        numerical_grad(f, (x,), (ones(xp, device, (2,)),), detect_nondifferentiable=True)
+    with pytest.raises(NondifferentiableError, match="along the direction d"):
+        check_backward(function, x.array, ones(xp, device, (2,)), detect_nondifferentiable=True)
+
+
+def test_smooth_functions_are_not_flagged(xp, device):
+    x = array(xp, device, [0.0, 0.5, -1.5])
+    for function in (F.exp, F.tanh, F.sin, lambda v: v * v * v):
+        check_backward(function, x, ones(xp, device, (3,)), detect_nondifferentiable=True)
+
+
+# -- complex inputs ------------------------------------------------------------------
+
+
+class ExpWithoutConj(agnograd.FunctionNode):
+    """``exp`` whose rule forgets to conjugate: right for real inputs only."""
+
+    def forward(self, inputs):
+        self.retain_outputs((0,))
+        return (self.xp.exp(inputs[0]),)
+
+    def backward(self, indexes, grad_outputs):
+        (y,) = self.get_retained_outputs()
+        return (grad_outputs[0] * y,)
+
+
+def test_complex_inputs(xp, device):
+    complex_dtype = xp.complex128 if default_float(xp, device) == xp.float64 else xp.complex64
+    z = xp.asarray([0.5 + 1.0j, -1.0 + 0.25j], dtype=complex_dtype, device=device)
+    gy = xp.asarray([1.0 - 0.5j, 2.0 + 0.0j], dtype=complex_dtype, device=device)
+    check_backward(F.exp, z, gy)
+    check_backward(lambda v: apply(ExpWithoutConj(), v), xp.real(z), xp.real(gy))
+    with pytest.raises(AssertionError, match="disagrees with central differences"):
+        check_backward(lambda v: apply(ExpWithoutConj(), v), z, gy)
+    # d/dz of <gy, exp(z)> in PyTorch's convention: gy * conj(exp(z)).
+    v = agnograd.Variable(z)
+    (gz,) = numerical_grad(lambda: xp.exp(v.array), (v,), (gy,))
+    expected = to_numpy(gy) * np.conj(np.exp(to_numpy(z)))
+    tol = 1e-6 if complex_dtype == xp.complex128 else 1e-2
+    assert_allclose(gz, expected, rtol=tol, atol=tol)
+
+
+# -- dtypes and devices --------------------------------------------------------------
+
+
+def test_float32_passes_with_default_tolerances_and_fails_when_wrong(xp, device):
+    x = array(xp, device, np.linspace(-2, 2, 24).reshape(4, 6), dtype=xp.float32)
+    gy = array(xp, device, np.cos(np.arange(24.0)).reshape(4, 6), dtype=xp.float32)
+    check_backward(F.exp, x, gy)
+    check_backward(F.tanh, x, gy)
+    check_backward(lambda v: F.sum(v * v, axis=1), x, gy[:, 0])
+    with pytest.raises(AssertionError):
+        check_backward(lambda v: apply(Square(factor=2.2), v), x, gy)
+
+
+def test_dtype_argument_checks_float16_code_in_float64():
+    x = np.array([0.5, -1.0, 2.0], dtype=np.float16)
+    gy = np.ones(3, dtype=np.float16)
+    with pytest.raises(ValueError, match="below the resolution"):
+        check_backward(F.exp, x, gy)
+    check_backward(F.exp, x, gy, dtype="float64", rtol=1e-2, atol=1e-2)
+
+
+def test_devices_without_float64():
+    import array_api_strict as xps
+
+    device = xps.Device("no_float64")
+    x = xps.asarray([0.5, -1.0, 2.0], dtype=xps.float32, device=device)
+    gy = xps.ones(3, dtype=xps.float32, device=device)
+    check_backward(F.tanh, x, gy)
+    check_double_backward(F.tanh, x, gy, gy)
+    (g,) = numerical_grad(lambda: x * x, (x,), (gy,))
+    assert g.device == device
+    assert g.dtype == xps.float32
+    with pytest.raises(AssertionError):
+        check_backward(lambda v: apply(Square(factor=3.0), v), x, gy)
+
+
+def test_gradient_on_the_wrong_device_is_reported():
+    import array_api_strict as xps
+
+    class Misplaced(agnograd.FunctionNode):
+        def forward(self, inputs):
+            return (inputs[0] * 2.0,)
+
+        def backward(self, indexes, grad_outputs):
+            return (xps.asarray(grad_outputs[0], device=xps.Device("device2")) * 2.0,)
+
+    x = xps.asarray([0.5, 1.0], device=xps.Device("device1"))
+    with pytest.raises((AssertionError, ValueError)):
+        check_backward(lambda v: apply(Misplaced(), v), x, xps.ones(2, device=x.device))
+
+
+# -- hypothesis property tests -------------------------------------------------------
+
+
+def _small_shapes() -> st.SearchStrategy[tuple[int, ...]]:
+    # Few distinct shapes: JAX compiles every operation once per shape.
+    return ags.shapes(max_dims=2, max_side=3)
+
+
+@settings(max_examples=5, deadline=None)
+@given(data=st.data())
+def test_property_elementwise_and_sum(xp, device, data):
+    x = data.draw(ags.arrays(xp, shape=_small_shapes(), device=device), label="x")
+    gy = data.draw(ags.arrays(xp, shape=x.shape, device=device), label="gy")
+    for function in (F.exp, F.tanh):
+        check_backward(function, x, gy)
+    axis = data.draw(st.none() | st.integers(0, max(len(x.shape) - 1, 0)), label="axis")
+    if len(x.shape) == 0:
+        axis = None
+    y = F.sum(x, axis=axis)
+    seed = data.draw(ags.arrays(xp, shape=tuple(y.shape), device=device), label="seed")
+    check_backward(lambda v: F.sum(v, axis=axis), x, seed)
+
+
+@settings(max_examples=5, deadline=None)
+@given(data=st.data())
+def test_property_matmul(xp, device, data):
+    n, k, m = (data.draw(st.integers(1, 3)) for _ in range(3))
+    a = data.draw(ags.arrays(xp, shape=(n, k), device=device), label="a")
+    b = data.draw(ags.arrays(xp, shape=(k, m), device=device), label="b")
+    gy = data.draw(ags.arrays(xp, shape=(n, m), device=device), label="gy")
+    check_backward(F.matmul, (a, b), gy)
+    square = data.draw(ags.arrays(xp, shape=(2, 2), device=device), label="square")
+    if abs(float(to_numpy(square)[0, 1] - to_numpy(square)[1, 0])) > 0.1:
+        # Transposing a non-symmetric square matrix by mistake keeps the shapes.
+        wrong = lambda p, q: apply(MatMul("no-transpose"), p, q)  # noqa: E731
+        with pytest.raises(AssertionError):
+            check_backward(wrong, (square, square), ones(xp, device, (2, 2)))
+
+
+# -- strategies ----------------------------------------------------------------------
+
+
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_variables_strategy(xp, device, data):
+    v = data.draw(ags.variables(xp, shape=ags.shapes(max_dims=2), device=device, name="v"))
+    assert isinstance(v, agnograd.Variable)
+    assert v.name == "v"
+    assert array_api_compat.device(v.array) == device
+    assert v.dtype == default_float(xp, device)
+    values = to_numpy(v)
+    assert np.all(np.abs(values) <= 2.0)
+
+
+def test_strategies_on_a_chosen_device():
+    import array_api_strict as xps
+
+    @settings(max_examples=10, deadline=None, database=None)
+    @given(
+        x=ags.arrays(xps, shape=(2,), device=xps.Device("device1")),
+        dtype=ags.floating_dtypes(xps, xps.Device("no_float64")),
+    )
+    def check(x, dtype):
+        assert x.device == xps.Device("device1")
+        assert dtype == xps.float32
+
+    check()
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    shapes=ags.mutually_broadcastable_shapes(3),
+    index=ags.indices((3, 4), allow_negative_step=False),
+)
+def test_shape_and_index_strategies(shapes, index):
+    np.broadcast_shapes(*shapes.input_shapes)
+    items = index if isinstance(index, tuple) else (index,)
+    assert all(not isinstance(k, slice) or k.step is None or k.step > 0 for k in items)
+    np.zeros((3, 4))[index]
+
+
+def test_every_domain_calls_the_backends_own_function():
+    """The domains give inputs and keywords the standard's own functions accept."""
+    import array_api_strict as xps
+
+    for name in ags.registered_domains():
+        function = xps
+        for part in name.split("."):  # "linalg.solve" is xps.linalg.solve
+            function = getattr(function, part)
+
+        @settings(max_examples=3, deadline=None, database=None)
+        @given(case=ags.function_inputs(xps, name, function=function))
+        def check(case):
+            case(*case.inputs)
+
+        check()
+
+
+def test_function_inputs_unknown_name():
+    with pytest.raises(KeyError, match="no input domain is registered for 'nope'"):
+        ags.function_inputs(np, "nope")
+
+
+def test_every_differentiable_function_has_a_domain():
+    from agnograd.functions._table import DIFFERENTIABLE
+
+    missing = sorted(set(DIFFERENTIABLE) - set(ags.registered_domains()))
+    assert not missing, f"register an input domain in agnograd/testing/_domains.py: {missing}"
+
+
+# -- assertions ----------------------------------------------------------------------
+
+
+def test_assert_allclose_across_backends():
+    import array_api_strict as xps
+    import jax.numpy as jnp
+    import torch
+
+    assert_allclose(torch.tensor([1.0, 2.0]), jnp.asarray([1.0, 2.0]))
+    assert_allclose(xps.asarray([1.0, 2.0]), np.array([1.0, 2.0 + 1e-12]), rtol=1e-9)
+    assert_allclose(agnograd.Variable(np.ones(2)), torch.ones(2, dtype=torch.float64))
+    with pytest.raises(AssertionError, match=r"shapes differ, \(2,\) and \(1, 2\)"):
+        assert_allclose(np.ones(2), np.ones((1, 2)))
+    with pytest.raises(AssertionError, match="dtypes differ, float32 and float64"):
+        assert_allclose(torch.ones(2), np.ones(2), check_dtype=True)
+    with pytest.raises(AssertionError, match=r"worst at \(1,\): actual nan"):
+        assert_allclose(jnp.asarray([1.0, float("nan")]), np.array([1.0, 2.0]))
+    assert_array_equal(jnp.asarray([1.0, float("nan")]), np.array([1.0, np.nan]))
+
+
+# -- public surface and the pytest plugin ---------------------------------------------
+
+
+@pytest.mark.parametrize("module", [agnograd.testing, ags], ids=["testing", "strategies"])
+def test_all_is_complete(module):
+    public = {
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and not isinstance(value, type(sys))
+        and getattr(value, "__module__", module.__name__).startswith("agnograd")
+    } - {"annotations"}
+    assert public == set(module.__all__)
+
+
+def _pytest(tmp_path, source: str, *args: str, env: dict[str, str] | None = None) -> Any:
+    (tmp_path / "test_probe.py").write_text(textwrap.dedent(source))
+    import os
+
+    environment = {k: v for k, v in os.environ.items() if k != "CI"} | (env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=environment,
+    )
+
+
+def test_plugin_fixtures_option_and_profiles(tmp_path):
+    source = """
+        import json
+        import array_api_compat
+        from hypothesis import settings
+
+        def test_probe(xp, device, agnograd_backend):
+            x = xp.asarray([1.0], device=device)
+            assert array_api_compat.device(x) == device
+            print("SEEN", json.dumps([agnograd_backend.name, str(device)]))
+
+        def test_profile():
+            print("PROFILE", settings.get_current_profile_name(), settings().max_examples)
+    """
+    chosen = "numpy,array_api_strict:device1"
+    result = _pytest(tmp_path, source, "-s", "--agnograd-backend", chosen, env={"CI": "true"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    seen = [json.loads(line.partition("SEEN ")[2]) for line in lines if "SEEN " in line]
+    assert seen == [["numpy", "cpu"], ["array_api_strict", "array_api_strict.Device('device1')"]]
+    assert "test_probe[array_api_strict:device1]" in result.stdout
+    assert "PROFILE ci 10" in result.stdout
+
+    result = _pytest(tmp_path, source, "--agnograd-backend", "nosuchlib")
+    assert result.returncode != 0
+    assert "backend 'nosuchlib' is unknown" in result.stderr
+
+
+def test_local_profile_is_loaded_outside_ci():
+    import os
+
+    from hypothesis import settings as current
+
+    expected = "ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes", "on") else "local"
+    assert current.get_current_profile_name() == expected
+
+
+def test_plugin_imports_no_array_library():
+    probe = (
+        "import sys, agnograd.testing._plugin as p\n"
+        "from agnograd.testing._backends import installed_backends\n"
+        "installed_backends()\n"
+        "print(sorted(m for m in ('torch', 'jax', 'array_api_strict', 'cupy', 'dask') "
+        "if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
