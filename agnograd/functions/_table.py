@@ -27,7 +27,7 @@ from agnograd.functions import (
     _statistical,
     _utility,
 )
-from agnograd.functions._core import Bound, constant
+from agnograd.functions._core import Bound, constant, native_kwargs, raw
 from agnograd.functions._manipulation import astype
 from agnograd.functions._misc import AsArrayCopy
 
@@ -160,7 +160,8 @@ class Namespace:
                 return astype(obj, dtype)
             # copy=True asks for an array the caller may write into: a new one.
             return AsArrayCopy().apply((obj,))[0] if copy else obj
-        return constant(self._raw.asarray(obj, dtype=dtype, device=device, copy=copy))
+        kwargs = native_kwargs({"dtype": dtype, "device": device, "copy": copy})
+        return constant(self._raw.asarray(raw(obj), **kwargs))
 
 
 __all__ = ["CHAPTERS", "DIFFERENTIABLE", "NON_DIFFERENTIABLE", "UNSUPPORTED", "Namespace"]
