@@ -834,7 +834,9 @@ def _rebuild(data: Any, grad: Any, name: str | None, requires_grad: bool) -> Var
 
 def _to_numpy(array: Any) -> numpy.ndarray:
     """A NumPy copy or view of any array, for printing only."""
-    try:
-        return numpy.asarray(array)
-    except Exception:  # e.g. GPU arrays refuse implicit host copies
-        return numpy.from_dlpack(array_api_compat.to_device(array, "cpu"))
+    for convert in (numpy.asarray, numpy.from_dlpack):
+        try:
+            return convert(array)
+        except Exception:  # e.g. GPU arrays refuse implicit host copies
+            continue
+    return numpy.from_dlpack(array_api_compat.to_device(array, "cpu"))
