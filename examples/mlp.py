@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 import agnograd
-import agnograd.functions as F  # noqa: N812 - Chainer's conventional name
+import agnograd.functions as F
 
 
 def half_moons(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
