@@ -2,8 +2,8 @@
 
 Runs every differentiable function of agnograd's namespace against one backend:
 first- and second-order gradient checks on hypothesis inputs, device placement on
-every device of the backend, DLPack export of results and gradients, and (once
-agnograd has a Device API) cross-device gradients. The result is a table
+every device of the backend, DLPack export of results and gradients, and gradients
+flowing back across devices (``agnograd.functions.copy``). The result is a table
 function x check -> pass / fail / xfail / xpass / skip, written as Markdown and JSON.
 
 Known failures of a backend live in its xfail list, ``conformance/xfails/<backend>.txt``
@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from agnograd.conformance._checks import CHECKS, NO_DEVICE_API, Target, default_dtype, run_check
+from agnograd.conformance._checks import CHECKS, Target, default_dtype, run_check
 from agnograd.conformance._report import STATUSES, Report, Result, summary_table
 
 from agnograd.testing._backends import (
@@ -228,7 +228,6 @@ def run_conformance(
 
 __all__ = [
     "CHECKS",
-    "NO_DEVICE_API",
     "STATUSES",
     "Report",
     "Result",
