@@ -10,39 +10,31 @@ silently non-differentiable fallback.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from agnograd._backend import backend_name
 from agnograd._variable import Variable
-from agnograd.functions import (
-    _creation,
-    _elementwise,
-    _fft,
-    _indexing,
-    _linalg,
-    _manipulation,
-    _searching,
-    _set,
-    _sorting,
-    _statistical,
-    _utility,
-)
 from agnograd.functions._core import Bound, constant, native_kwargs, raw
 from agnograd.functions._manipulation import astype
 from agnograd.functions._misc import AsArrayCopy
 
-CHAPTERS = (
-    _creation,
-    _elementwise,
-    _fft,
-    _indexing,
-    _linalg,
-    _manipulation,
-    _searching,
-    _set,
-    _sorting,
-    _statistical,
-    _utility,
+#: The chapter modules of agnograd.functions, one per chapter of the standard.
+CHAPTERS = tuple(
+    importlib.import_module(f"agnograd.functions._{chapter}")
+    for chapter in [
+        "creation",
+        "elementwise",
+        "fft",
+        "indexing",
+        "linalg",
+        "manipulation",
+        "searching",
+        "set",
+        "sorting",
+        "statistical",
+        "utility",
+    ]
 )
 
 DIFFERENTIABLE: dict[str, Any] = {}
