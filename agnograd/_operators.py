@@ -140,8 +140,26 @@ def install() -> None:
                        ("and", cls.__and__), ("or", cls.__or__), ("xor", cls.__xor__),
                        ("lshift", cls.__lshift__), ("rshift", cls.__rshift__)):  # fmt: skip
         setattr(cls, f"__i{op}__", inplace(method, f"__i{op}__"))
-    cls.__dlpack__ = lambda self, **kwargs: self._data.__dlpack__(**kwargs)
+    cls.__dlpack__ = _dlpack
     cls.__dlpack_device__ = lambda self: self._data.__dlpack_device__()
+
+
+def _dlpack(
+    self: Any,
+    /,
+    *,
+    stream: Any = None,
+    max_version: tuple[int, int] | None = None,
+    dl_device: Any = None,
+    copy: bool | None = None,
+) -> Any:
+    """The data's DLPack capsule (the standard's ``__dlpack__``).
+
+    Only the arguments given are passed on, so libraries that predate the newer
+    ones (``max_version``, ``dl_device``, ``copy``) still answer.
+    """
+    given = {"stream": stream, "max_version": max_version, "dl_device": dl_device, "copy": copy}
+    return self._data.__dlpack__(**{k: v for k, v in given.items() if v is not None})
 
 
 def _by_name(name: str) -> Any:

@@ -223,8 +223,49 @@ def test_python_dash_m(tmp_path):
     assert (tmp_path / "conformance-numpy.md").exists()
 
 
-@pytest.mark.parametrize("name", ["agnograd.conformance", "agnograd.conformance._report"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "agnograd.conformance",
+        "agnograd.conformance._report",
+        "agnograd.conformance.array_api_tests",
+    ],
+)
 def test_conformance_doctests(name):
     # conformance/ is outside pytest's testpaths, so its examples run here.
     failures, _ = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert failures == 0
+
+
+def test_array_api_tests_runner_compares_raw_and_agnograd(tmp_path, capsys):
+    # A stand-in for data-apis/array-api-tests: one test passes only through agnograd,
+    # one passes on both, one reads the version both runs must share.
+    pytest.importorskip("pytest_jsonreport")
+    from agnograd.conformance import array_api_tests
+
+    (tmp_path / "array_api_tests").mkdir()
+    (tmp_path / "conftest.py").write_text(
+        "def pytest_addoption(parser):\n"
+        "    parser.addoption('--max-examples')\n"
+        "    parser.addoption('--derandomize', action='store_true')\n"
+        "    parser.addoption('--disable-deadline', action='store_true')\n"
+    )
+    (tmp_path / "array_api_tests" / "test_fake.py").write_text(
+        "import os\n"
+        "MODULE = os.environ['ARRAY_API_TESTS_MODULE']\n"
+        "def test_both():\n    assert os.environ['ARRAY_API_TESTS_VERSION'] == '2024.12'\n"
+        "def test_only_agnograd():\n    assert 'agnograd.namespace(numpy)' in MODULE\n"
+    )
+    assert array_api_tests.main(["--suite", str(tmp_path), "--backend", "numpy"]) == 0
+    out = capsys.readouterr().out
+    assert "raw       numpy: 1 failed, 1 passed" in out
+    assert "agnograd  numpy: 2 passed" in out
+    assert "1 tests differ" in out
+    assert "failed   -> passed   array_api_tests/test_fake.py::test_only_agnograd" in out
+
+
+def test_array_api_tests_runner_says_when_the_suite_is_missing(tmp_path):
+    from agnograd.conformance import array_api_tests
+
+    with pytest.raises(RuntimeError, match="wrote no report"):
+        array_api_tests.run_suite(tmp_path, "numpy", "2024.12", [])

@@ -9,12 +9,13 @@ import pytest
 
 import agnograd
 from agnograd.functions import _standard, _table
+from agnograd.testing import backend_namespace
 
 TABLES = {
     "differentiable": set(_table.DIFFERENTIABLE),
     "non-differentiable": set(_table.NON_DIFFERENTIABLE),
     "unsupported": set(_table.UNSUPPORTED),
-    "passed through": set(_table.PASSTHROUGH) | {"asarray"},
+    "passed through or wrapped": set(_table.PASSTHROUGH) | {"asarray", "__array_namespace_info__"},
 }
 
 
@@ -32,7 +33,7 @@ def test_no_differentiable_function_is_unsupported() -> None:
 def test_the_lists_hold_only_names_of_the_standard() -> None:
     standard = set(_standard.ALL)
     for table, names in TABLES.items():
-        assert names <= standard | {"__array_api_version__"}, table
+        assert names <= standard, table
 
 
 @pytest.mark.parametrize("name", sorted(set(_standard.ALL) - set(_standard.DATA_TYPES)))
@@ -57,3 +58,37 @@ def test_signatures_keep_the_positional_only_marker(name: str) -> None:
     arrays = [p for p in params if p.name in ("x", "x1", "x2")]
     assert arrays, f"{name} has no x/x1/x2 parameter: {params}"
     assert all(p.kind is inspect.Parameter.POSITIONAL_ONLY for p in arrays), name
+
+
+@pytest.mark.parametrize("backend", ["numpy", "array_api_strict"])
+@pytest.mark.parametrize("name", sorted(_standard.SIGNATURES))
+def test_forwarded_functions_have_the_standard_signature(backend: str, name: str) -> None:
+    xp = agnograd.namespace(backend_namespace(backend))
+    assert inspect.signature(getattr(xp, name)) == _standard.signature(name)
+
+
+def test_a_call_that_does_not_fit_the_signature_names_the_function() -> None:
+    xp = agnograd.namespace(np)
+    with pytest.raises(TypeError, match=r"argmax: too many positional arguments"):
+        xp.argmax(np.ones(3), 0)
+    with pytest.raises(TypeError, match=r"zeros: got an unexpected keyword argument 'like'"):
+        xp.zeros(3, like=None)
+    with pytest.raises(TypeError, match=r"can_cast: missing a required argument: 'to'"):
+        xp.can_cast(np.float32)
+
+
+def test_the_standard_version_and_inspection_object() -> None:
+    xp = agnograd.namespace(np)
+    assert xp.__array_api_version__ == _standard.VERSION == "2024.12"
+    info = xp.__array_namespace_info__()
+    assert info.devices() == ["cpu"]  # a list in 2024.12
+    assert info.default_dtypes()["real floating"] == np.float64
+
+
+def test_dlpack_has_the_standard_signature_and_passes_only_given_arguments() -> None:
+    x = agnograd.Variable(np.arange(3.0))
+    params = inspect.signature(agnograd.Variable.__dlpack__).parameters
+    assert list(params) == ["self", "stream", "max_version", "dl_device", "copy"]
+    assert params["self"].kind is inspect.Parameter.POSITIONAL_ONLY
+    np.testing.assert_array_equal(np.from_dlpack(x), [0.0, 1.0, 2.0])
+    assert "dltensor" in repr(x.__dlpack__(max_version=(1, 0)))

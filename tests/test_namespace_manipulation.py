@@ -317,6 +317,23 @@ def test_errors_name_the_function_and_argument() -> None:
         xp.roll(x, (1, 2), axis=(0,))
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_expand_dims_takes_a_tuple_and_raises_index_error_out_of_range(backend: str) -> None:
+    xp = namespace(backend)
+    x = Variable(to_backend(backend, np.ones((2, 3))))
+    y = xp.expand_dims(x, axis=(0, -1))
+    assert y.shape == (1, 2, 3, 1)
+    xp.sum(y * 2.0).backward()
+    np.testing.assert_array_equal(to_numpy(x.grad), np.full((2, 3), 2.0))
+    assert xp.expand_dims(x, axis=-3).shape == (1, 2, 3)
+    with pytest.raises(IndexError, match=r"expand_dims: axis 3 is out of range .* 3 dim"):
+        xp.expand_dims(x, axis=3)
+    with pytest.raises(IndexError, match=r"expand_dims: axis -4 is out of range"):
+        xp.expand_dims(x, axis=-4)
+    with pytest.raises(ValueError, match=r"expand_dims: axis \(0, -4\) names the same axis"):
+        xp.expand_dims(x, axis=(0, -4))
+
+
 def test_astype_to_an_integer_dtype_has_no_gradient() -> None:
     xp = namespace("numpy")
     x = Variable(np.array([1.5, 2.5]))

@@ -404,6 +404,17 @@ def test_sum_with_dtype_upcasts_and_casts_the_gradient_back(backend: str) -> Non
     np.testing.assert_array_equal(to_numpy(x.grad), [1.0, 1.0])
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", ["sum", "prod", "cumulative_sum", "cumulative_prod"])
+def test_a_given_small_integer_dtype_is_kept(backend: str, name: str) -> None:
+    # NumPy accumulates uint8 in uint64 unless told the dtype: the caller's wins.
+    xp = namespace(backend)
+    raw = backend_namespace(backend)
+    x = xp.asarray(to_backend(backend, np.array([3, 4], dtype=np.uint8)))
+    assert getattr(xp, name)(x, dtype=raw.uint8).dtype == raw.uint8
+    assert getattr(xp, name)(x).dtype == getattr(raw, name)(x.array).dtype
+
+
 def test_cumulative_functions_need_an_axis_beyond_one_dimension() -> None:
     xp = namespace("numpy")
     with pytest.raises(ValueError, match=r"cumulative_sum: axis is required"):

@@ -8,6 +8,7 @@ from typing import Any
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
+from agnograd.functions._standard import signature
 
 Rule = Callable[[Any, Any, Any, Any], Any]
 
@@ -136,12 +137,38 @@ def nondifferentiable(fn: str, doc: str) -> Callable[..., Variable]:
         return getattr(xp, fn)(*args, **kwargs)
 
     compute.__name__ = fn
+    return forwarding(
+        fn, lambda *args, **kwargs: apply_nondifferentiable(compute, args, kwargs), doc
+    )
 
-    def apply(*args: Any, **kwargs: Any) -> Variable:
-        return apply_nondifferentiable(compute, args, kwargs)
 
-    apply.__name__ = apply.__qualname__ = fn
+def forwarding(name: str, call: Callable[..., Any], doc: str) -> Callable[..., Any]:
+    """``call`` as the standard's function ``name``: it has the standard's signature,
+    and a call that does not fit it is a ``TypeError`` before the backend sees it.
+
+    Examples
+    --------
+    >>> from agnograd.functions._core import forwarding
+    >>> argmax = forwarding("argmax", lambda *args, **kwargs: (args, kwargs), "")
+    >>> argmax(1, axis=0)
+    ((1,), {'axis': 0})
+    >>> argmax(1, 0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    TypeError: argmax: too many positional arguments (signature (x, /, *, axis=None, ...))
+    """
+    sig = signature(name)
+    bind = sig.bind
+
+    def apply(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bind(*args, **kwargs)
+        except TypeError as error:
+            raise TypeError(f"{name}: {error} (signature {sig})") from None
+        return call(*args, **kwargs)
+
+    apply.__name__ = apply.__qualname__ = name
     apply.__doc__ = doc
+    apply.__signature__ = sig  # type: ignore[attr-defined]
     return apply
 
 

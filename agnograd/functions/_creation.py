@@ -16,6 +16,7 @@ from agnograd._variable import Variable
 from agnograd.functions._core import (
     Bound,
     constant,
+    forwarding,
     native_kwargs,
     nondifferentiable,
     raw,
@@ -160,13 +161,11 @@ def meshgrid(*arrays: Any, indexing: str = "xy") -> list[Variable]:
 def _constant_maker(name: str) -> Bound:
     def bind(raw_namespace: Any) -> Any:
         fn = getattr(raw_namespace, name)
-
-        def apply(*args: Any, **kwargs: Any) -> Variable:
-            return constant(fn(*args, **native_kwargs(kwargs)))
-
-        apply.__name__ = apply.__qualname__ = name
-        apply.__doc__ = f"``{name}`` of the backend, as a Variable that requires no gradient."
-        return apply
+        return forwarding(
+            name,
+            lambda *args, **kwargs: constant(fn(*args, **native_kwargs(kwargs))),
+            f"``{name}`` of the backend, as a Variable that requires no gradient.",
+        )
 
     return Bound(bind)
 

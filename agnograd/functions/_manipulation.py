@@ -270,20 +270,32 @@ def matrix_transpose(x: Any, /) -> Variable:
     return PermuteDims((*range(ndim - 2), ndim - 1, ndim - 2)).apply((x,))[0]
 
 
-def expand_dims(x: Any, /, *, axis: int = 0) -> Variable:
-    """Insert an axis of length one at ``axis``.
+def expand_dims(x: Any, /, axis: int | tuple[int, ...] = 0) -> Variable:
+    """Insert an axis of length one at ``axis`` (or at each of a tuple of axes).
+
+    ``axis`` counts in the result's axes; out of range is an ``IndexError``.
 
     Examples
     --------
     >>> import numpy as np, agnograd.functions as F
     >>> F.expand_dims(np.zeros(3), axis=-1).shape
     (3, 1)
+    >>> F.expand_dims(np.zeros(3), axis=(0, 2)).shape
+    (1, 3, 1)
     """
     shape = list(shape_of(x))
-    ndim = len(shape) + 1
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"expand_dims: axis {axis} is out of range for {ndim - 1} dimensions")
-    shape.insert(axis % ndim, 1)
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    ndim = len(shape) + len(axes)
+    for a in axes:
+        if not -ndim <= a < ndim:
+            raise IndexError(
+                f"expand_dims: axis {a} is out of range for a result of {ndim} dimensions"
+            )
+    new = sorted(a % ndim for a in axes)
+    if len(set(new)) != len(new):
+        raise ValueError(f"expand_dims: axis {axis} names the same axis twice")
+    for a in new:
+        shape.insert(a, 1)
     return reshape(x, tuple(shape))
 
 

@@ -7,6 +7,13 @@ non-differentiable, unsupported with a reason, or passed through from the backen
 
 from __future__ import annotations
 
+import ast
+import functools
+import inspect
+
+#: The version of the standard agnograd's namespace implements.
+VERSION = "2024.12"
+
 CONSTANTS = ("e", "inf", "nan", "newaxis", "pi")
 DATA_TYPES = (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -96,3 +103,70 @@ ALL = (
     + INDEXING + LINEAR_ALGEBRA + MANIPULATION + SEARCHING + SET + SORTING + STATISTICAL
     + UTILITY + LINALG + FFT
 )  # fmt: skip
+
+
+# The standard's parameter lists of the functions agnograd forwards to the backend
+# without writing them out (its own functions spell their signatures in Python).
+# ``signature(name)`` turns them into what ``inspect.signature`` reports and what the
+# forwarding wrapper checks each call against.
+_UNARY = "x, /"
+_BINARY = "x1, x2, /"
+_REDUCTION = "x, /, *, axis=None, keepdims=False"
+_LIKE = "x, /, *, dtype=None, device=None"
+_FILLED = "shape, *, dtype=None, device=None"
+SIGNATURES = {
+    **dict.fromkeys(
+        ("bitwise_invert", "ceil", "floor", "isfinite", "isinf", "isnan", "logical_not",
+         "round", "sign", "signbit", "trunc", "unique_values"),
+        _UNARY,
+    ),
+    **dict.fromkeys(
+        ("bitwise_and", "bitwise_left_shift", "bitwise_or", "bitwise_right_shift",
+         "bitwise_xor", "equal", "floor_divide", "greater", "greater_equal", "less",
+         "less_equal", "logical_and", "logical_or", "logical_xor", "nextafter", "not_equal"),
+        _BINARY,
+    ),
+    **dict.fromkeys(("all", "any", "argmax", "argmin", "count_nonzero"), _REDUCTION),
+    **dict.fromkeys(("empty_like", "ones_like", "zeros_like"), _LIKE),
+    **dict.fromkeys(("empty", "ones", "zeros"), _FILLED),
+    "arange": "start, /, stop=None, step=1, *, dtype=None, device=None",
+    "eye": "n_rows, n_cols=None, /, *, k=0, dtype=None, device=None",
+    "full": "shape, fill_value, *, dtype=None, device=None",
+    "full_like": "x, /, fill_value, *, dtype=None, device=None",
+    "linspace": "start, stop, /, num, *, dtype=None, device=None, endpoint=True",
+    "can_cast": "from_, to, /",
+    "finfo": "type, /",
+    "iinfo": "type, /",
+    "result_type": "*arrays_and_dtypes",
+    "searchsorted": "x1, x2, /, *, side='left', sorter=None",
+    "argsort": "x, /, *, axis=-1, descending=False, stable=True",
+    "isin": "x1, x2, /, *, invert=False",  # 2025.12
+}  # fmt: skip
+
+
+@functools.cache
+def signature(name: str) -> inspect.Signature:
+    """The standard's signature of ``name``, from :data:`SIGNATURES`.
+
+    Examples
+    --------
+    >>> from agnograd.functions._standard import signature
+    >>> signature("argsort")
+    <Signature (x, /, *, axis=-1, descending=False, stable=True)>
+    """
+    param = inspect.Parameter
+    kind = param.POSITIONAL_OR_KEYWORD
+    params: list[inspect.Parameter] = []
+    for item in SIGNATURES[name].split(", "):
+        if item == "/":
+            params = [p.replace(kind=param.POSITIONAL_ONLY) for p in params]
+        elif item == "*":
+            kind = param.KEYWORD_ONLY
+        elif item.startswith("*"):
+            params.append(param(item[1:], param.VAR_POSITIONAL))
+            kind = param.KEYWORD_ONLY
+        else:
+            pname, _, default = item.partition("=")
+            value = ast.literal_eval(default) if default else param.empty
+            params.append(param(pname, kind, default=value))
+    return inspect.Signature(params)

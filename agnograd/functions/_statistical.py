@@ -89,13 +89,17 @@ def reverse_cumulative_sum(x: Any, axis: int) -> Any:
 class Sum(FunctionNode):
     fn = "sum"
 
-    def __init__(self, axis: Axis, keepdims: bool) -> None:
+    def __init__(self, axis: Axis, keepdims: bool, dtype: Any = None) -> None:
         self.axis = axis
         self.keepdims = keepdims
+        # The caller's dtype (the input is already cast to it): the backend must not
+        # widen it, as it does for small integers by default.
+        self.kwargs = {} if dtype is None else {"dtype": dtype}
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (x,) = inputs
-        return (getattr(self.xp, self.fn)(x, axis=self.axis, keepdims=self.keepdims),)
+        fn = getattr(self.xp, self.fn)
+        return (fn(x, axis=self.axis, keepdims=self.keepdims, **self.kwargs),)
 
     @property
     def axes(self) -> tuple[int, ...]:
@@ -271,7 +275,7 @@ def sum(  # noqa: A001 - the standard's name
     >>> F.sum(np.array([[1.0, 2.0], [3.0, 4.0]]), axis=0)
     variable([4., 6.])
     """
-    return Sum(axis, keepdims).apply((_cast(x, dtype),))[0]
+    return Sum(axis, keepdims, dtype).apply((_cast(x, dtype),))[0]
 
 
 def mean(
@@ -312,7 +316,7 @@ def prod(
     >>> y.backward(); x.grad
     array([0., 6., 0.])
     """
-    return Prod(axis, keepdims).apply((_cast(x, dtype),))[0]
+    return Prod(axis, keepdims, dtype).apply((_cast(x, dtype),))[0]
 
 
 def max(  # noqa: A001 - the standard's name
@@ -409,13 +413,15 @@ def std(
 class CumulativeSum(FunctionNode):
     fn = "cumulative_sum"
 
-    def __init__(self, axis: int, include_initial: bool) -> None:
+    def __init__(self, axis: int, include_initial: bool, dtype: Any = None) -> None:
         self.axis = axis
         self.include_initial = include_initial
+        self.kwargs = {} if dtype is None else {"dtype": dtype}  # as in Sum
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         fn = getattr(self.xp, self.fn)
-        return (fn(inputs[0], axis=self.axis, include_initial=self.include_initial),)
+        x = inputs[0]
+        return (fn(x, axis=self.axis, include_initial=self.include_initial, **self.kwargs),)
 
     def _trim(self, a: Any) -> Any:
         """Drop the leading initial value (``include_initial``) along the axis."""
@@ -489,7 +495,7 @@ def cumulative_sum(
     array([3., 2., 1.])
     """
     axis = _single_axis(axis, len(shape_of(x)), "cumulative_sum")
-    return CumulativeSum(axis, include_initial).apply((_cast(x, dtype),))[0]
+    return CumulativeSum(axis, include_initial, dtype).apply((_cast(x, dtype),))[0]
 
 
 def cumulative_prod(
@@ -518,7 +524,7 @@ def cumulative_prod(
     array([1., 8., 0.])
     """
     axis = _single_axis(axis, len(shape_of(x)), "cumulative_prod")
-    return CumulativeProd(axis, include_initial).apply((_cast(x, dtype),))[0]
+    return CumulativeProd(axis, include_initial, dtype).apply((_cast(x, dtype),))[0]
 
 
 DIFFERENTIABLE = {

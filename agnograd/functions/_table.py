@@ -15,9 +15,10 @@ from typing import Any
 
 from agnograd._backend import backend_name
 from agnograd._variable import Variable
-from agnograd.functions._core import Bound, constant, native_kwargs, raw
+from agnograd.functions._core import Bound, constant, forwarding, native_kwargs, raw
 from agnograd.functions._manipulation import astype
 from agnograd.functions._misc import AsArrayCopy
+from agnograd.functions._standard import VERSION
 
 #: The chapter modules of agnograd.functions, one per chapter of the standard.
 CHAPTERS = tuple(
@@ -70,8 +71,6 @@ PASSTHROUGH = {
     "iinfo",
     "result_type",
     "can_cast",
-    "__array_api_version__",
-    "__array_namespace_info__",
 }
 
 
@@ -79,13 +78,12 @@ PASSTHROUGH = {
 _TAKES_ARRAYS = {"result_type", "can_cast", "finfo", "iinfo"}
 
 
-def _unwrapping(fn: Any) -> Any:
-    def apply(*args: Any) -> Any:
-        return fn(*[a._data if isinstance(a, Variable) else a for a in args])
-
-    apply.__name__ = apply.__qualname__ = getattr(fn, "__name__", "function")
-    apply.__doc__ = f"``{apply.__name__}`` of the backend, given the arrays of Variables."
-    return apply
+def _unwrapping(name: str, fn: Any) -> Any:
+    return forwarding(
+        name,
+        lambda *args: fn(*[a._data if isinstance(a, Variable) else a for a in args]),
+        f"``{name}`` of the backend, given the arrays of Variables.",
+    )
 
 
 class Namespace:
@@ -109,6 +107,10 @@ class Namespace:
         self._prefix = prefix
         # array-api-compat tells namespaces apart by __name__.
         self.__name__ = f"agnograd.namespace({raw_namespace.__name__}){prefix.rstrip('.')}"
+        # The version agnograd implements, or the backend's if that is older.
+        self.__array_api_version__ = min(
+            getattr(raw_namespace, "__array_api_version__", VERSION), VERSION
+        )
 
     def __repr__(self) -> str:
         where = f" ({self._prefix.rstrip('.')})" if self._prefix else ""
@@ -125,7 +127,7 @@ class Namespace:
         elif key == "asarray":
             value = self._asarray
         elif not self._prefix and name in _TAKES_ARRAYS:
-            value = _unwrapping(getattr(self._raw, name))
+            value = _unwrapping(name, getattr(self._raw, name))
         elif not self._prefix and name in PASSTHROUGH:
             value = getattr(self._raw, name)
         elif any(k.startswith(key + ".") for k in (*DIFFERENTIABLE, *NON_DIFFERENTIABLE)):
@@ -144,6 +146,18 @@ class Namespace:
         setattr(self, name, value)  # cache: later lookups skip __getattr__
         return value
 
+    def __array_namespace_info__(self) -> Any:
+        """The backend's inspection object, answering as the standard version of
+        ``__array_api_version__`` says.
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> agnograd.namespace(np).__array_namespace_info__().devices()
+        ['cpu']
+        """
+        return _Info(self._raw.__array_namespace_info__())
+
     def _asarray(
         self, obj: Any, /, *, dtype: Any = None, device: Any = None, copy: Any = None
     ) -> Any:
@@ -154,6 +168,20 @@ class Namespace:
             return AsArrayCopy().apply((obj,))[0] if copy else obj
         kwargs = native_kwargs({"dtype": dtype, "device": device, "copy": copy})
         return constant(self._raw.asarray(raw(obj), **kwargs))
+
+
+class _Info:
+    """A backend's ``__array_namespace_info__()`` object, with ``devices()`` a list:
+    2025.12 made it a tuple, and array-api-compat already answers so."""
+
+    def __init__(self, info: Any) -> None:
+        self._info = info
+
+    def devices(self) -> list[Any]:
+        return list(self._info.devices())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._info, name)
 
 
 __all__ = ["CHAPTERS", "DIFFERENTIABLE", "NON_DIFFERENTIABLE", "UNSUPPORTED", "Namespace"]

@@ -1,0 +1,103 @@
+"""Run the official array API suite on a backend and on agnograd's namespace over it.
+
+``python -m agnograd.conformance.array_api_tests --suite PATH --backend numpy`` runs
+`data-apis/array-api-tests <https://github.com/data-apis/array-api-tests>`_ (a checkout
+at ``PATH``, with its ``array-api`` submodule and its requirements installed) twice
+with the same arguments: once on the backend's own namespace, once on
+``agnograd.namespace(backend)``. It prints both counts and every test whose outcome
+differs. The suite is not part of agnograd: it is fetched for the run.
+
+Both runs test the same version of the standard (``--version``, default agnograd's),
+use ``--derandomize`` so that hypothesis draws the same examples for both, and leave
+agnograd's own pytest plugin out (``-p no:agnograd``), whose hypothesis profiles would
+change the number of examples.
+
+Examples
+--------
+>>> from agnograd.conformance.array_api_tests import compare, module_for
+>>> module_for("numpy", agnograd=True)
+"exec('import agnograd, numpy; xp = agnograd.namespace(numpy)')"
+>>> compare({"t1": "passed", "t2": "failed"}, {"t1": "passed", "t2": "passed", "t3": "passed"})
+[('t2', 'failed', 'passed'), ('t3', None, 'passed')]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from agnograd.functions._standard import VERSION
+
+
+def module_for(backend: str, *, agnograd: bool) -> str:
+    """The suite's ``ARRAY_API_TESTS_MODULE`` for ``backend``, raw or through agnograd."""
+    if not agnograd:
+        return backend
+    return f"exec('import agnograd, {backend}; xp = agnograd.namespace({backend})')"
+
+
+def run_suite(suite: Path, module: str, version: str, pytest_args: Sequence[str]) -> dict[str, str]:
+    """Run the suite on ``module``; return each test's outcome by its id."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report.json"
+        env = {**os.environ, "ARRAY_API_TESTS_MODULE": module, "ARRAY_API_TESTS_VERSION": version}
+        command = [
+            sys.executable, "-m", "pytest", "array_api_tests", "-p", "no:agnograd",
+            "-p", "no:cacheprovider", "-q", "--derandomize", "--disable-deadline",
+            "--json-report", f"--json-report-file={report}", *pytest_args,
+        ]  # fmt: skip
+        subprocess.run(command, cwd=suite, env=env, check=False, stdout=subprocess.DEVNULL)
+        if not report.exists():
+            raise RuntimeError(
+                f"array-api-tests wrote no report for {module!r}; is pytest-json-report "
+                f"installed and {suite} a checkout of the suite with its submodule?"
+            )
+        tests = json.loads(report.read_text())["tests"]
+    return {t["nodeid"]: t["outcome"] for t in tests}
+
+
+def compare(raw: dict[str, str], ours: dict[str, str]) -> list[tuple[str, str | None, str | None]]:
+    """The tests whose outcome differs: ``(test id, raw outcome, agnograd outcome)``."""
+    return [
+        (test, raw.get(test), ours.get(test))
+        for test in sorted(raw.keys() | ours.keys())
+        if raw.get(test) != ours.get(test)
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m agnograd.conformance.array_api_tests", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--suite", type=Path, required=True, help="checkout of array-api-tests")
+    parser.add_argument("--backend", required=True, help="importable namespace: numpy, ...")
+    parser.add_argument("--version", default=VERSION, help=f"standard version (default {VERSION})")
+    parser.add_argument("--max-examples", type=int, default=20, help="hypothesis examples")
+    args, extra = parser.parse_known_args(argv)
+    pytest_args = [f"--max-examples={args.max_examples}", *extra]
+    outcomes = {
+        label: run_suite(args.suite, module_for(args.backend, agnograd=through), args.version,
+                         pytest_args)
+        for label, through in (("raw", False), ("agnograd", True))
+    }  # fmt: skip
+    for label, results in outcomes.items():
+        counts = Counter(results.values())
+        print(
+            f"{label:9} {args.backend}: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+        )
+    differences = compare(outcomes["raw"], outcomes["agnograd"])
+    print(f"\n{len(differences)} tests differ (raw -> agnograd):")
+    for test, before, after in differences:
+        print(f"  {before!s:8} -> {after!s:8} {test}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
