@@ -543,3 +543,42 @@ def test_vector_norm_gradient_at_zero_is_zero(order: float) -> None:
     t = torch.zeros((2, 3), dtype=torch.float64, requires_grad=True)
     torch.linalg.vector_norm(t, dim=1, ord=order).sum().backward()
     np.testing.assert_array_equal(t.grad.numpy(), g.array)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "matrix",
+    [
+        [[1.0, 2.0], [2.0, 4.0]],  # rank 1
+        [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]],  # rank 2
+        [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]],  # adjugate zero, Hessian not
+        [[[2.0, 1.0], [1.0, 3.0]], [[1.0, -1.0], [-2.0, 2.0]]],  # one invertible, one not
+    ],
+    ids=["rank1", "rank2", "zero", "stack"],
+)
+def test_det_is_differentiable_at_singular_matrices(backend: str, matrix: Any) -> None:
+    # det is a polynomial: its gradient adj(x)^T exists everywhere, though inv does not.
+    # (torch.linalg.det answers zeros here, so central differences are the oracle.)
+    raw = backend_namespace(backend)
+    x = raw.asarray(np.array(matrix))
+    xp = agnograd.namespace(x)
+    rng = np.random.default_rng(0)
+    gys = [raw.asarray(rng.standard_normal(tuple(x.shape[:-2])))]
+    check_backward(xp.linalg.det, [x], gys, atol=1e-6, rtol=1e-5)
+    ggs = [raw.asarray(rng.standard_normal(tuple(x.shape)))]
+    check_double_backward(xp.linalg.det, [x], gys, ggs, atol=1e-6, rtol=1e-5)
+
+
+def test_det_gradient_at_a_large_singular_matrix_is_the_adjugate() -> None:
+    # Above 16 x 16 the adjugate comes from the SVD: check it against the cofactors.
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((18, 18))
+    a[-1] = a[0] - 2.0 * a[1]
+    x = agnograd.Variable(a.copy())
+    agnograd.namespace(np).linalg.det(x).backward()
+    # Only the rows in the dependency (0, 1, 17) have nonzero cofactors.
+    for i, j in [(0, 5), (1, 0), (17, 17), (4, 2)]:
+        minor = np.delete(np.delete(a, i, axis=0), j, axis=1)
+        cofactor = (-1) ** (i + j) * np.linalg.det(minor)
+        np.testing.assert_allclose(x.grad[i, j], cofactor, rtol=1e-8, atol=1e-6)
+    assert np.abs(x.grad).max() > 1.0  # not the zeros torch gives

@@ -35,6 +35,7 @@ from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
 from agnograd.functions._core import constant, raw, shape_of
 from agnograd.functions._manipulation import matrix_transpose, reshape
+from agnograd.functions._statistical import _others_product
 
 _Spec = tuple[tuple[int, ...], Any]
 
@@ -519,16 +520,62 @@ class Det(FunctionNode):
         (d,) = self.get_retained_outputs()
         (gd,) = grad_outputs
         xp = namespace_of(gd)
-        scale = gd * _conj(xp, d)
-        return (
-            xp.expand_dims(xp.expand_dims(scale, axis=-1), axis=-1) * _mh(xp, xp.linalg.inv(a)),
-        )
+        gd = xp.expand_dims(xp.expand_dims(gd, axis=-1), axis=-1)
+        if _nearly_singular(raw(a), raw(d)):
+            return (gd * _adjugate_h(xp, a),)
+        d = xp.expand_dims(xp.expand_dims(d, axis=-1), axis=-1)
+        return (gd * _conj(xp, d) * _mh(xp, xp.linalg.inv(a)),)
+
+
+def _nearly_singular(a: Any, d: Any) -> bool:
+    """Whether some matrix of the stack ``a`` (raw, with determinants ``d``) is too
+    close to singular for ``det * inv``: ``|det|`` below ``sqrt(eps)`` times the
+    product of the row norms, its bound (Hadamard's inequality)."""
+    xp = namespace_of(a)
+    bound = xp.prod(xp.linalg.vector_norm(a, axis=-1), axis=-1)
+    return bool(xp.any(xp.abs(d) <= math.sqrt(xp.finfo(a.dtype).eps) * bound))
+
+
+# Up to this size the adjugate of a singular matrix comes from its characteristic
+# polynomial (exact, and smooth to every order); the recurrence loses about a digit
+# per two sizes, so larger matrices use the singular value decomposition.
+_POLYNOMIAL_ADJUGATE_MAX = 16
+
+
+def _adjugate_h(xp: Any, a: Any) -> Any:
+    """``adj(a)^H``, the derivative of ``det`` (conjugated), also where ``a`` is singular.
+
+    For small matrices, the Faddeev-LeVerrier recurrence: ``M_1 = I``,
+    ``M_{k+1} = a M_k - tr(a M_k) / k I`` and ``adj(a) = (-1)^(n+1) M_n``, only
+    products and traces, so double backprop is exact at singular matrices too.
+    For larger ones, with ``a = U diag(s) Vh``, ``adj(a) = det(U) det(Vh) Vh^H diag(p)
+    U^H`` where ``p_i`` is the product of the singular values other than ``s_i``; its
+    second derivative is the decomposition's, undefined where singular values repeat.
+    """
+    n = a.shape[-1]
+    if n <= _POLYNOMIAL_ADJUGATE_MAX:
+        eye = xp.eye(n, dtype=a.dtype, device=a.device)
+        m = eye
+        for k in range(1, n):
+            am = a @ m
+            trace = xp.expand_dims(xp.expand_dims(xp.linalg.trace(am), axis=-1), axis=-1)
+            m = am - trace / k * eye
+        return _mh(xp, m if n % 2 else -m)
+    u, s, vh = xp.linalg.svd(a, full_matrices=False)
+    phase = xp.linalg.det(u) * xp.linalg.det(vh)
+    others = xp.expand_dims(_others_product(s, (s.ndim - 1,)), axis=-2)
+    unit = xp.expand_dims(xp.expand_dims(_conj(xp, phase), axis=-1), axis=-1)
+    return unit * ((u * others) @ vh)
 
 
 def det(x: Any, /) -> Variable:
     """Determinant of a (stack of) square matrices.
 
-    The gradient ``gd * conj(det) * inv(x)^H`` needs ``x`` invertible.
+    The gradient is ``gd * adj(x)^H``: ``gd * conj(det) * inv(x)^H`` where ``x`` is
+    invertible; where a matrix of the stack is singular (``det == 0``) and has no
+    inverse, the adjugate comes from the characteristic polynomial (up to 16 x 16,
+    exact to every order) or from the singular value decomposition (larger: its
+    second derivative is undefined where singular values repeat).
 
     Examples
     --------
