@@ -13,7 +13,7 @@ import math
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from agnograd._backend import raw_namespace
 
@@ -141,9 +141,9 @@ def forward_all(
         func._saved_inputs = tuple([arrays_t[i] for i in func._retain_in]) if wanted else None
         func._saved_outputs = tuple([outputs[i] for i in func._retain_out]) if wanted else None
         for ref, y in zip(func.outputs or (), outputs, strict=True):
-            node = ref()
-            if node is not None:
-                set_node_data(node, y)
+            out = ref()
+            if out is not None:
+                set_node_data(out, y)
         if clearing:
             for node in in_nodes:
                 pending[node] -= 1
@@ -163,11 +163,12 @@ class DefineThenRun:
 
     _data: Any
     _node: VariableNode
+    if TYPE_CHECKING:  # Variable's properties, which the methods below use
+        array: Any
+        grad: Any
 
     @classmethod
-    def from_numpy_array(
-        cls, data: Any, grad: Any = None, need_grad: bool | None = None
-    ) -> Variable:
+    def from_numpy_array(cls, data: Any, grad: Any = None, need_grad: bool | None = None) -> Self:
         """A new Variable holding a copy of ``data`` (and of ``grad``), nnabla's API.
 
         Examples
@@ -181,7 +182,7 @@ class DefineThenRun:
         return cls.from_array(data, grad, need_grad)
 
     @classmethod
-    def from_array(cls, data: Any, grad: Any = None, need_grad: bool | None = None) -> Variable:
+    def from_array(cls, data: Any, grad: Any = None, need_grad: bool | None = None) -> Self:
         """Like :meth:`from_numpy_array`, for an array of any array API library.
 
         Examples
@@ -214,7 +215,7 @@ class DefineThenRun:
 
     @d.setter
     def d(self, value: Any) -> None:
-        self.array = self._fitted(value, "d")  # type: ignore[attr-defined]
+        self.array = self._fitted(value, "d")
 
     @property
     def g(self) -> Any:
@@ -228,13 +229,13 @@ class DefineThenRun:
         >>> x.g
         array([0., 0.])
         """
-        if self.grad is None and self._data is not None:  # type: ignore[attr-defined]
-            self.grad = raw_namespace(self._data).zeros_like(self._data)  # type: ignore[attr-defined]
-        return self.grad  # type: ignore[attr-defined]
+        if self.grad is None and self._data is not None:
+            self.grad = raw_namespace(self._data).zeros_like(self._data)
+        return self.grad
 
     @g.setter
     def g(self, value: Any) -> None:
-        self.grad = self._fitted(value, "g")  # type: ignore[attr-defined]
+        self.grad = self._fitted(value, "g")
 
     def _fitted(self, value: Any, what: str) -> Any:
         node = self._node
@@ -309,9 +310,9 @@ class DefineThenRun:
         if data is not None:
             xp = raw_namespace(data)
             if math.prod(shape) == math.prod(data.shape):
-                self.array = xp.reshape(data, shape)  # type: ignore[attr-defined]
+                self.array = xp.reshape(data, shape)
             elif force:
-                self.array = xp.zeros(shape, dtype=data.dtype, device=_device(data))  # type: ignore[attr-defined]
+                self.array = xp.zeros(shape, dtype=data.dtype, device=_device(data))
             else:
                 raise ValueError(
                     f"reset_shape: {tuple(data.shape)} has {math.prod(data.shape)} elements, "

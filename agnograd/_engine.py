@@ -258,7 +258,9 @@ def _run(
             raise RuntimeError(
                 f"backward reached {func.label}, which was unchained; its inputs are gone"
             )
-        outputs = func.outputs
+        # Any: set together with the inputs, so not None here; and an output that is
+        # gone (None) never has a gradient, so `y` is a node wherever one is used.
+        outputs: Any = func.outputs
         if len(outputs) == 1:  # the common case, without the general loop
             y = outputs[0]()
             gy = None if y is None else grads.pop(y, None)
@@ -282,6 +284,7 @@ def _run(
                 gys.append(gy)
             if all(g is None for g in gys):
                 continue
+        indexes: tuple[int, ...] | list[int]  # a declaration only: a list, then a tuple
         if relevant is None and len(in_nodes) == 1:
             if not in_nodes[0].requires_grad:
                 continue
@@ -332,8 +335,8 @@ def _run(
             x = in_nodes[i]
             if moved is not None and x in moved:
                 gx = _follow_data(x, gx)
-            if gx.shape != x.shape:
-                gx = _sum_to(gx, x.shape, func, i)
+            if gx.shape != x.shape:  # a graph's nodes have a shape: never None here
+                gx = _sum_to(gx, x.shape, func, i)  # type: ignore[arg-type]
             if gx.dtype != x.dtype:
                 gx = _cast(gx, x.dtype)
             prev = grads.get(x)

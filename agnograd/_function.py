@@ -99,6 +99,9 @@ class FunctionNode:
             return self._apply_deferred(inputs)
         # This is the hot path of every operation: loops are written out (no
         # comprehensions, which cost a frame each) and objects are built inline.
+        # (Declarations only: one input gives tuples at once, several build lists.)
+        nodes: tuple[VariableNode, ...] | list[VariableNode]
+        arrays: tuple[Any, ...] | list[Any]
         if len(inputs) == 1:
             x = inputs[0]
             if not isinstance(x, Variable):
@@ -134,7 +137,7 @@ class FunctionNode:
                     raise _mixed_backends(self, xp, other)
             arrays = tuple(arrays)
         self.xp = xp
-        hooks = FUNCTION_HOOKS.get()
+        hooks: Any = FUNCTION_HOOKS.get()  # the global mapping, or the list of all hooks
         if hooks or self._local_hooks:
             hooks = self._all_hooks()
             for hook in hooks:
@@ -197,7 +200,8 @@ class FunctionNode:
             elif other is not xp:
                 raise _mixed_backends(self, xp, other)
         self.xp = xp
-        specs = tuple(Abstract(n.shape, n.dtype, xp) for n in nodes)
+        # Every node has a shape here: a leaf has data, the others were inferred.
+        specs = tuple(Abstract(n.shape, n.dtype, xp) for n in nodes)  # type: ignore[arg-type]
         try:
             outputs = self.infer(specs)
         except DataDependentError as error:

@@ -32,7 +32,8 @@ class _Gone:
     pass
 
 
-_dead = weakref.ref(_Gone())  # a reference that is already dead
+# A reference that is already dead, put in place of any Variable's reference.
+_dead: weakref.ref[Any] = weakref.ref(_Gone())
 
 
 def _written_mask(shape: tuple[int, ...], key: Any, like: Any) -> Any:
@@ -87,7 +88,8 @@ class SetItem(FunctionNode):
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
         xp = namespace_of(gy)
-        shape = self.inputs[0].shape  # type: ignore[index]
+        # The inputs are set (backward runs on a linked node) and have a shape.
+        shape: tuple[int, ...] = self.inputs[0].shape  # type: ignore[index, assignment]
         result = []
         for i in indexes:
             if i == 0:

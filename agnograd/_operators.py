@@ -85,7 +85,9 @@ def _scalar(convert: Any) -> Any:
 
 
 def install() -> None:
-    cls = Variable
+    # Any: the methods are set on the class at runtime (Variable declares them for
+    # type checkers), which mypy would otherwise refuse as assignments to methods.
+    cls: Any = Variable
     # The operators call the node directly: `x * 2` is the hottest path of all.
     cls.__add__ = E._add
     cls.__radd__ = E._add

@@ -20,7 +20,8 @@ def raw(x: Any) -> Any:
 
 def shape_of(x: Any) -> tuple[int, ...]:
     """Shape of a Variable (known even before define-then-run computes it) or array."""
-    return x._node.shape if isinstance(x, Variable) else tuple(x.shape)
+    # A node's shape is None only for an uninitialised Variable, which no function takes.
+    return x._node.shape if isinstance(x, Variable) else tuple(x.shape)  # type: ignore[return-value]
 
 
 def constant(x: Any) -> Variable:

@@ -155,7 +155,7 @@ def signature(name: str) -> inspect.Signature:
     <Signature (x, /, *, axis=-1, descending=False, stable=True)>
     """
     param = inspect.Parameter
-    kind = param.POSITIONAL_OR_KEYWORD
+    kind: inspect._ParameterKind = param.POSITIONAL_OR_KEYWORD
     params: list[inspect.Parameter] = []
     for item in SIGNATURES[name].split(", "):
         if item == "/":
