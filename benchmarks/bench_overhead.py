@@ -130,6 +130,56 @@ def agnograd_step(x: Any, w: Any, seed: Any, blocks: int) -> Callable[[], Any]:
     return step
 
 
+def rules_alone(x: np.ndarray, w: np.ndarray, seed: np.ndarray, blocks: int) -> Callable[[], Any]:
+    """agnograd's rules with none of its graph machinery: the floor of a compiled core.
+
+    The chain is recorded once; each step then calls every node's ``forward`` and
+    ``backward`` directly, in an order and with value slots worked out beforehand,
+    keeping what the node's ``retain_inputs``/``retain_outputs`` ask for. What is left
+    is the rules themselves (Python written once against the array API) and a little
+    list indexing: the time of agnograd with recording and the engine's loop free.
+    """
+    xv = agnograd.Variable(x)
+    wv = agnograd.Variable(w)
+    y = chain(xv, xv, wv, F.tanh, F.exp, F.sin, blocks)
+    funcs = []
+    stack = [y.creator_node]
+    while stack:
+        f = stack.pop()
+        if f is not None and f not in funcs:
+            funcs.append(f)
+            stack.extend(n.creator_node for n in f.inputs)
+    funcs.sort(key=lambda f: f.rank)
+    slots = {xv.node: 0, wv.node: 1}
+    for f in funcs:
+        for ref in f.outputs:
+            slots[ref()] = len(slots)
+    plan = [
+        (f, tuple(slots[n] for n in f.inputs), tuple(slots[r()] for r in f.outputs)) for f in funcs
+    ]
+    last = slots[y.node]
+
+    def step() -> tuple[Any, Any]:
+        values: list[Any] = [None] * len(slots)
+        values[0], values[1] = x, w
+        for f, ins, outs in plan:
+            arrays = tuple([values[i] for i in ins])
+            ys = f.forward(arrays)
+            f._saved_inputs = tuple([arrays[i] for i in f._retain_in])
+            f._saved_outputs = tuple([ys[i] for i in f._retain_out])
+            for i, v in zip(outs, ys, strict=True):
+                values[i] = v
+        grads: list[Any] = [None] * len(slots)
+        grads[last] = seed
+        for f, ins, outs in reversed(plan):
+            gxs = f.backward(tuple(range(len(ins))), tuple([grads[i] for i in outs]))
+            for i, g in zip(ins, gxs, strict=True):
+                grads[i] = g if grads[i] is None else grads[i] + g
+        return grads[0], grads[1]
+
+    return step
+
+
 def torch_step(torch: Any, x: Any, w: Any, seed: Any, blocks: int) -> Callable[[], Any]:
     xt = torch.tensor(x, requires_grad=True)
     wt = torch.tensor(w, requires_grad=True)
@@ -184,6 +234,7 @@ def contestants(ops: int, skip: set[str], split: bool) -> tuple[dict[str, Callab
     steps: dict[str, Callable[[], Any]] = {
         "hand-numpy": hand_numpy(x, w, seed, blocks),
         "agnograd-numpy": agnograd_step(x, w, seed, blocks),
+        "agnograd rules alone": rules_alone(x, w, seed, blocks),
     }
     torch = _harness.torch_single_thread()
     if torch is not None:
@@ -243,6 +294,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ("agnograd-numpy", "hand-numpy", TARGETS["hand"]),
             ("agnograd-numpy", "torch.autograd", TARGETS["torch"]),
             ("torch.autograd", "hand-numpy", None),
+            ("agnograd rules alone", "hand-numpy", None),
             ("agnograd-torch", "torch.autograd", None),
             ("autograd", "hand-numpy", None),
             ("mygrad", "hand-numpy", None),

@@ -75,6 +75,9 @@ def test_a_call_that_does_not_fit_the_signature_names_the_function() -> None:
         xp.zeros(3, like=None)
     with pytest.raises(TypeError, match=r"can_cast: missing a required argument: 'to'"):
         xp.can_cast(np.float32)
+    with pytest.raises(TypeError, match=r"equal: 'x1' parameter is positional only"):
+        xp.equal(x1=np.ones(2), x2=np.ones(2))
+    assert xp.argsort(np.array([2.0, 1.0]), axis=0, stable=False).shape == (2,)
 
 
 def test_the_standard_version_and_inspection_object() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +13,11 @@ from agnograd._variable import Variable
 from agnograd.functions._standard import signature
 
 Rule = Callable[[Any, Any, Any, Any], Any]
+
+_ONLY = inspect.Parameter.POSITIONAL_ONLY
+_EITHER = inspect.Parameter.POSITIONAL_OR_KEYWORD
+_KW = inspect.Parameter.KEYWORD_ONLY
+_VAR = inspect.Parameter.VAR_POSITIONAL
 
 
 def raw(x: Any) -> Any:
@@ -158,13 +165,23 @@ def forwarding(name: str, call: Callable[..., Any], doc: str) -> Callable[..., A
     TypeError: argmax: too many positional arguments (signature (x, /, *, axis=None, ...))
     """
     sig = signature(name)
-    bind = sig.bind
+    # Counted once, so that a fitting call pays two comparisons, not Signature.bind
+    # (microseconds); a call that does not fit is bound, for the exact complaint.
+    kinds = [p.kind for p in sig.parameters.values()]
+    positional = sys.maxsize if _VAR in kinds else kinds.count(_ONLY) + kinds.count(_EITHER)
+    keywords = frozenset(p.name for p in sig.parameters.values() if p.kind in (_EITHER, _KW))
+    required = sum(p.default is p.empty and p.kind is not _VAR for p in sig.parameters.values())
 
     def apply(*args: Any, **kwargs: Any) -> Any:
-        try:
-            bind(*args, **kwargs)
-        except TypeError as error:
-            raise TypeError(f"{name}: {error} (signature {sig})") from None
+        if (
+            len(args) > positional
+            or len(args) + len(kwargs) < required
+            or not keywords.issuperset(kwargs)
+        ):
+            try:
+                sig.bind(*args, **kwargs)
+            except TypeError as error:
+                raise TypeError(f"{name}: {error} (signature {sig})") from None
         return call(*args, **kwargs)
 
     apply.__name__ = apply.__qualname__ = name
