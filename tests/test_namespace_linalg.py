@@ -570,7 +570,7 @@ def test_det_is_differentiable_at_singular_matrices(backend: str, matrix: Any) -
 
 
 def test_det_gradient_at_a_large_singular_matrix_is_the_adjugate() -> None:
-    # Above 16 x 16 the adjugate comes from the SVD: check it against the cofactors.
+    # Above 3 x 3 the adjugate comes from the SVD: check it against the cofactors.
     rng = np.random.default_rng(1)
     a = rng.standard_normal((18, 18))
     a[-1] = a[0] - 2.0 * a[1]
@@ -582,3 +582,32 @@ def test_det_gradient_at_a_large_singular_matrix_is_the_adjugate() -> None:
         cofactor = (-1) ** (i + j) * np.linalg.det(minor)
         np.testing.assert_allclose(x.grad[i, j], cofactor, rtol=1e-8, atol=1e-6)
     assert np.abs(x.grad).max() > 1.0  # not the zeros torch gives
+
+
+def test_det_gradient_of_a_badly_scaled_invertible_matrix_uses_the_inverse() -> None:
+    # Columns scaled over two decades make |det| tiny next to Hadamard's bound, yet the
+    # matrix is well conditioned: the gradient must stay that of det * inv.
+    rng = np.random.default_rng(0)
+    a = (rng.standard_normal((8, 8)) * np.logspace(0, 2, 8)).astype(np.float32)
+    x = agnograd.Variable(a.copy())
+    agnograd.namespace(np).linalg.det(x).backward()
+    a64 = a.astype(np.float64)
+    want = np.linalg.det(a64) * np.linalg.inv(a64).T
+    np.testing.assert_allclose(x.grad, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_det_second_derivative_at_a_singular_complex_matrix_above_3x3_is_refused() -> None:
+    rng = np.random.default_rng(2)
+    c = rng.standard_normal((4, 4)) + 1j * rng.standard_normal((4, 4))
+    c[-1] = c[0]
+    x = agnograd.Variable(c)
+    y = agnograd.namespace(np).linalg.det(x)
+    with pytest.raises(ValueError, match=r"linalg.det: no second derivative .* complex"):
+        agnograd.grad([y], [x], grad_outputs=[np.asarray(1.0 + 0j)], enable_double_backprop=True)
+    # The first derivative is there: the conjugated cofactors.
+    (g,) = agnograd.grad([y], [x], grad_outputs=[np.asarray(1.0 + 0j)])
+    cofactors = [
+        [(-1) ** (i + j) * np.linalg.det(np.delete(np.delete(c, i, 0), j, 1)) for j in range(4)]
+        for i in range(4)
+    ]
+    np.testing.assert_allclose(g.array, np.conj(cofactors), atol=1e-12)

@@ -520,37 +520,53 @@ class Det(FunctionNode):
         (d,) = self.get_retained_outputs()
         (gd,) = grad_outputs
         xp = namespace_of(gd)
-        gd = xp.expand_dims(xp.expand_dims(gd, axis=-1), axis=-1)
-        if _nearly_singular(raw(a), raw(d)):
-            return (gd * _adjugate_h(xp, a),)
-        d = xp.expand_dims(xp.expand_dims(d, axis=-1), axis=-1)
-        return (gd * _conj(xp, d) * _mh(xp, xp.linalg.inv(a)),)
+        # gd * adj(a)^H, where adj(a) = det(a) inv(a) for an invertible matrix.
+        near = _near_singular(raw(a))
+        if near is None:
+            return (_matrix_scalar(xp, gd * _conj(xp, d)) * _mh(xp, xp.linalg.inv(a)),)
+        near = _matrix_scalar(namespace_of(near), near)
+        eye = xp.eye(a.shape[-1], dtype=a.dtype, device=a.device)
+        invertible = xp.where(near, eye, a)  # inverted only where it is far from singular
+        by_inverse = _matrix_scalar(xp, gd * _conj(xp, d)) * _mh(xp, xp.linalg.inv(invertible))
+        return (xp.where(near, _matrix_scalar(xp, gd) * _adjugate_h(xp, a), by_inverse),)
 
 
-def _nearly_singular(a: Any, d: Any) -> bool:
-    """Whether some matrix of the stack ``a`` (raw, with determinants ``d``) is too
-    close to singular for ``det * inv``: ``|det|`` below ``sqrt(eps)`` times the
-    product of the row norms, its bound (Hadamard's inequality)."""
+def _matrix_scalar(xp: Any, v: Any) -> Any:
+    """``v`` (one value per matrix of a stack) with two axes added, to scale matrices."""
+    return xp.expand_dims(xp.expand_dims(v, axis=-1), axis=-1)
+
+
+def _near_singular(a: Any) -> Any:
+    """For each matrix of the raw stack ``a``, whether it is too close to singular for
+    ``det * inv``: its smallest singular value at most ``sqrt(eps)`` times its largest
+    (a test that scaling rows or columns does not fool). ``None`` when no matrix is, so
+    that the usual case skips the adjugate; lazy arrays always get the array."""
     xp = namespace_of(a)
-    bound = xp.prod(xp.linalg.vector_norm(a, axis=-1), axis=-1)
-    return bool(xp.any(xp.abs(d) <= math.sqrt(xp.finfo(a.dtype).eps) * bound))
+    if a.shape[-1] == 0:
+        return None
+    s = xp.linalg.svdvals(a)
+    near = s[..., -1] <= math.sqrt(xp.finfo(a.dtype).eps) * s[..., 0]
+    if not array_api_compat.is_lazy_array(near) and not bool(xp.any(near)):
+        return None
+    return near
 
 
-# Up to this size the adjugate of a singular matrix comes from its characteristic
-# polynomial (exact, and smooth to every order); the recurrence loses about a digit
-# per two sizes, so larger matrices use the singular value decomposition.
-_POLYNOMIAL_ADJUGATE_MAX = 16
+# The characteristic polynomial gives the adjugate up to this size: exact formulas
+# (adj = tr(a) I - a for 2 x 2), differentiable to every order. The recurrence behind
+# them cancels badly for larger or badly scaled matrices, which use the SVD.
+_POLYNOMIAL_ADJUGATE_MAX = 3
 
 
 def _adjugate_h(xp: Any, a: Any) -> Any:
-    """``adj(a)^H``, the derivative of ``det`` (conjugated), also where ``a`` is singular.
+    """``adj(a)^H``, the conjugated derivative of ``det``, also where ``a`` is singular.
 
-    For small matrices, the Faddeev-LeVerrier recurrence: ``M_1 = I``,
+    Up to 3 x 3, the Faddeev-LeVerrier recurrence: ``M_1 = I``,
     ``M_{k+1} = a M_k - tr(a M_k) / k I`` and ``adj(a) = (-1)^(n+1) M_n``, only
-    products and traces, so double backprop is exact at singular matrices too.
-    For larger ones, with ``a = U diag(s) Vh``, ``adj(a) = det(U) det(Vh) Vh^H diag(p)
-    U^H`` where ``p_i`` is the product of the singular values other than ``s_i``; its
-    second derivative is the decomposition's, undefined where singular values repeat.
+    products and traces. Above, with ``a = U diag(s) Vh``, ``adj(a) = det(U) det(Vh)
+    Vh^H diag(p) U^H`` where ``p_i`` is the product of the singular values other than
+    ``s_i``: accurate, but its own derivative divides by the singular values, so double
+    backprop through it is refused for complex matrices (where that derivative is
+    wrong at singular ones) and gives NaN where singular values repeat.
     """
     n = a.shape[-1]
     if n <= _POLYNOMIAL_ADJUGATE_MAX:
@@ -558,24 +574,30 @@ def _adjugate_h(xp: Any, a: Any) -> Any:
         m = eye
         for k in range(1, n):
             am = a @ m
-            trace = xp.expand_dims(xp.expand_dims(xp.linalg.trace(am), axis=-1), axis=-1)
-            m = am - trace / k * eye
+            m = am - _matrix_scalar(xp, xp.linalg.trace(am)) / k * eye
         return _mh(xp, m if n % 2 else -m)
+    if isinstance(a, Variable) and _is_complex(a):
+        raise ValueError(
+            f"linalg.det: no second derivative at a nearly singular complex matrix larger "
+            f"than {_POLYNOMIAL_ADJUGATE_MAX} x {_POLYNOMIAL_ADJUGATE_MAX} (shape "
+            f"{tuple(a.shape)}): its first derivative comes from the SVD, whose derivative "
+            "is wrong there"
+        )
     u, s, vh = xp.linalg.svd(a, full_matrices=False)
     phase = xp.linalg.det(u) * xp.linalg.det(vh)
     others = xp.expand_dims(_others_product(s, (s.ndim - 1,)), axis=-2)
-    unit = xp.expand_dims(xp.expand_dims(_conj(xp, phase), axis=-1), axis=-1)
-    return unit * ((u * others) @ vh)
+    return _matrix_scalar(xp, _conj(xp, phase)) * ((u * others) @ vh)
 
 
 def det(x: Any, /) -> Variable:
     """Determinant of a (stack of) square matrices.
 
-    The gradient is ``gd * adj(x)^H``: ``gd * conj(det) * inv(x)^H`` where ``x`` is
-    invertible; where a matrix of the stack is singular (``det == 0``) and has no
-    inverse, the adjugate comes from the characteristic polynomial (up to 16 x 16,
-    exact to every order) or from the singular value decomposition (larger: its
-    second derivative is undefined where singular values repeat).
+    The gradient is ``gd * adj(x)^H``: ``gd * conj(det) * inv(x)^H`` for a matrix far
+    from singular. For one whose smallest singular value is below ``sqrt(eps)`` times
+    its largest, where the inverse is lost, the adjugate comes from the characteristic
+    polynomial (up to 3 x 3, differentiable to every order) or from the singular value
+    decomposition (larger; its second derivative is NaN where singular values repeat,
+    and refused for complex matrices).
 
     Examples
     --------
@@ -618,7 +640,7 @@ class Slogdet(FunctionNode):
             coef = phase if coef is None else coef + phase
         if coef is None:  # a real sign is piecewise constant
             return (None,)
-        return (xp.expand_dims(xp.expand_dims(coef, axis=-1), axis=-1) * _mh(xp, xp.linalg.inv(a)),)
+        return (_matrix_scalar(xp, coef) * _mh(xp, xp.linalg.inv(a)),)
 
 
 def slogdet(x: Any, /) -> SlogdetResult:
