@@ -658,7 +658,10 @@ def _reduction_dtype(xp: Any, name: str, dtype: Any, requested: Any) -> Any:
     if name in ("argmax", "argmin", "count_nonzero"):
         return xp.__array_namespace_info__().default_dtypes()["indexing"]
     if name in ("sum", "prod") and xp.isdtype(dtype, ("integral", "bool")):
-        return xp.__array_namespace_info__().default_dtypes()["integral"]
+        default = xp.__array_namespace_info__().default_dtypes()["integral"]
+        if xp.isdtype(dtype, "unsigned integer"):  # the unsigned of the default's width
+            return xp.uint64 if xp.iinfo(default).bits == 64 else xp.uint32
+        return default
     if name in ("var", "std"):
         return _real_dtype(xp, _floating(xp, dtype))
     if name == "mean":

@@ -142,20 +142,20 @@ def rules_alone(x: np.ndarray, w: np.ndarray, seed: np.ndarray, blocks: int) -> 
     xv = agnograd.Variable(x)
     wv = agnograd.Variable(w)
     y = chain(xv, xv, wv, F.tanh, F.exp, F.sin, blocks)
-    funcs = []
+    funcs = set()
     stack = [y.creator_node]
     while stack:
         f = stack.pop()
         if f is not None and f not in funcs:
-            funcs.append(f)
+            funcs.add(f)
             stack.extend(n.creator_node for n in f.inputs)
-    funcs.sort(key=lambda f: f.rank)
+    order = sorted(funcs, key=lambda f: f.rank)
     slots = {xv.node: 0, wv.node: 1}
-    for f in funcs:
+    for f in order:
         for ref in f.outputs:
             slots[ref()] = len(slots)
     plan = [
-        (f, tuple(slots[n] for n in f.inputs), tuple(slots[r()] for r in f.outputs)) for f in funcs
+        (f, tuple(slots[n] for n in f.inputs), tuple(slots[r()] for r in f.outputs)) for f in order
     ]
     last = slots[y.node]
 
@@ -234,7 +234,7 @@ def contestants(ops: int, skip: set[str], split: bool) -> tuple[dict[str, Callab
     steps: dict[str, Callable[[], Any]] = {
         "hand-numpy": hand_numpy(x, w, seed, blocks),
         "agnograd-numpy": agnograd_step(x, w, seed, blocks),
-        "agnograd rules alone": rules_alone(x, w, seed, blocks),
+        "agnograd-rules-alone": rules_alone(x, w, seed, blocks),
     }
     torch = _harness.torch_single_thread()
     if torch is not None:
@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ("agnograd-numpy", "hand-numpy", TARGETS["hand"]),
             ("agnograd-numpy", "torch.autograd", TARGETS["torch"]),
             ("torch.autograd", "hand-numpy", None),
-            ("agnograd rules alone", "hand-numpy", None),
+            ("agnograd-rules-alone", "hand-numpy", None),
             ("agnograd-torch", "torch.autograd", None),
             ("autograd", "hand-numpy", None),
             ("mygrad", "hand-numpy", None),

@@ -5,7 +5,8 @@
 at ``PATH``, with its ``array-api`` submodule and its requirements installed) twice
 with the same arguments: once on the backend's own namespace, once on
 ``agnograd.namespace(backend)``. It prints both counts and every test whose outcome
-differs. The suite is not part of agnograd: it is fetched for the run.
+differs, and exits with 1 when agnograd fails a test that the backend passes. The
+suite is not part of agnograd: it is fetched for the run.
 
 Both runs test the same version of the standard (``--version``, default agnograd's),
 use ``--derandomize`` so that hypothesis draws the same examples for both, and leave
@@ -53,11 +54,17 @@ def run_suite(suite: Path, module: str, version: str, pytest_args: Sequence[str]
             "-p", "no:cacheprovider", "-q", "--derandomize", "--disable-deadline",
             "--json-report", f"--json-report-file={report}", *pytest_args,
         ]  # fmt: skip
-        subprocess.run(command, cwd=suite, env=env, check=False, stdout=subprocess.DEVNULL)
-        if not report.exists():
+        done = subprocess.run(
+            command, cwd=suite, env=env, check=False, capture_output=True, text=True
+        )
+        # pytest exits 0 when all passed and 1 when some failed; anything else (no
+        # tests collected, a usage or import error) means the run itself went wrong.
+        if done.returncode not in (0, 1) or not report.exists():
+            tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
             raise RuntimeError(
-                f"array-api-tests wrote no report for {module!r}; is pytest-json-report "
-                f"installed and {suite} a checkout of the suite with its submodule?"
+                f"array-api-tests did not run on {module!r} (pytest exit code "
+                f"{done.returncode}); is {suite} a checkout of the suite with its submodule, "
+                f"with its requirements (pytest-json-report) installed? pytest said:\n{tail}"
             )
         tests = json.loads(report.read_text())["tests"]
     return {t["nodeid"]: t["outcome"] for t in tests}
@@ -96,7 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\n{len(differences)} tests differ (raw -> agnograd):")
     for test, before, after in differences:
         print(f"  {before!s:8} -> {after!s:8} {test}")
-    return 0
+    # Exit 1 when agnograd fails a test the backend passes (a regression to look at).
+    return int(any(before == "passed" and after != "passed" for _, before, after in differences))
 
 
 if __name__ == "__main__":

@@ -586,3 +586,16 @@ def test_concat_of_mismatched_shapes_is_refused_at_build_time():
     x, y = Variable(np.ones((2, 3), np.float32)), Variable(np.ones(4, np.float32))
     with agnograd.auto_forward(False), pytest.raises(ValueError, match="concat"):
         F.concat([x, y], axis=0)
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "cumulative_sum", "cumulative_prod"])
+@pytest.mark.parametrize("dtype", ["uint8", "uint32", "int8", "bool"])
+def test_integer_reductions_infer_the_dtype_they_compute(name: str, dtype: str) -> None:
+    # Unsigned in, the unsigned default out (uint64 for NumPy), as the standard says.
+    xp = agnograd.namespace(np)
+    with agnograd.auto_forward(False):
+        v = agnograd.Variable.from_array(np.ones(3, dtype=dtype))
+        y = getattr(xp, name)(v)
+        inferred = y.dtype
+        y.forward()
+    assert inferred == y.array.dtype

@@ -262,10 +262,19 @@ def test_array_api_tests_runner_compares_raw_and_agnograd(tmp_path, capsys):
     assert "agnograd  numpy: 2 passed" in out
     assert "1 tests differ" in out
     assert "failed   -> passed   array_api_tests/test_fake.py::test_only_agnograd" in out
+    # A test the backend passes and agnograd fails makes the exit status 1.
+    (tmp_path / "array_api_tests" / "test_fake.py").write_text(
+        "import os\ndef test_raw_only():\n"
+        "    assert 'agnograd' not in os.environ['ARRAY_API_TESTS_MODULE']\n"
+    )
+    assert array_api_tests.main(["--suite", str(tmp_path), "--backend", "numpy"]) == 1
+    assert "passed   -> failed   array_api_tests/test_fake.py::test_raw_only" in (
+        capsys.readouterr().out
+    )
 
 
 def test_array_api_tests_runner_says_when_the_suite_is_missing(tmp_path):
     from agnograd.conformance import array_api_tests
 
-    with pytest.raises(RuntimeError, match="wrote no report"):
+    with pytest.raises(RuntimeError, match=r"did not run on 'numpy' \(pytest exit code 4\)"):
         array_api_tests.run_suite(tmp_path, "numpy", "2024.12", [])

@@ -77,6 +77,10 @@ def test_a_call_that_does_not_fit_the_signature_names_the_function() -> None:
         xp.can_cast(np.float32)
     with pytest.raises(TypeError, match=r"equal: 'x1' parameter is positional only"):
         xp.equal(x1=np.ones(2), x2=np.ones(2))
+    with pytest.raises(TypeError, match=r"full_like: multiple values for argument 'fill_value'"):
+        xp.full_like(np.ones(2), 1.0, fill_value=2.0)
+    with pytest.raises(TypeError, match=r"linspace: missing a required argument: 'num'"):
+        xp.linspace(0.0, 1.0, dtype=np.float64)
     assert xp.argsort(np.array([2.0, 1.0]), axis=0, stable=False).shape == (2,)
 
 

@@ -165,19 +165,30 @@ def forwarding(name: str, call: Callable[..., Any], doc: str) -> Callable[..., A
     TypeError: argmax: too many positional arguments (signature (x, /, *, axis=None, ...))
     """
     sig = signature(name)
-    # Counted once, so that a fitting call pays two comparisons, not Signature.bind
-    # (microseconds); a call that does not fit is bound, for the exact complaint.
-    kinds = [p.kind for p in sig.parameters.values()]
-    positional = sys.maxsize if _VAR in kinds else kinds.count(_ONLY) + kinds.count(_EITHER)
-    keywords = frozenset(p.name for p in sig.parameters.values() if p.kind in (_EITHER, _KW))
-    required = sum(p.default is p.empty and p.kind is not _VAR for p in sig.parameters.values())
+    # Worked out once, so that a call is checked with a few comparisons rather than
+    # Signature.bind (microseconds); a call that does not fit is bound, for the exact
+    # complaint.
+    params = list(sig.parameters.values())
+    names = tuple(p.name for p in params if p.kind in (_ONLY, _EITHER))
+    positional = sys.maxsize if any(p.kind is _VAR for p in params) else len(names)
+    keywords = frozenset(p.name for p in params if p.kind in (_EITHER, _KW))
+    # (position, name) of each required parameter; keyword-only ones have no position.
+    required = [
+        (names.index(p.name) if p.name in names else sys.maxsize, p.name)
+        for p in params
+        if p.default is p.empty and p.kind is not _VAR
+    ]
+
+    def fits(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        n = len(args)
+        if n > positional or not keywords.issuperset(kwargs):
+            return False
+        if kwargs and not kwargs.keys().isdisjoint(names[:n]):
+            return False  # given twice
+        return all(n > position or pname in kwargs for position, pname in required)
 
     def apply(*args: Any, **kwargs: Any) -> Any:
-        if (
-            len(args) > positional
-            or len(args) + len(kwargs) < required
-            or not keywords.issuperset(kwargs)
-        ):
+        if not fits(args, kwargs):
             try:
                 sig.bind(*args, **kwargs)
             except TypeError as error:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -283,8 +284,15 @@ def expand_dims(x: Any, /, axis: int | tuple[int, ...] = 0) -> Variable:
     >>> F.expand_dims(np.zeros(3), axis=(0, 2)).shape
     (1, 3, 1)
     """
+    # The signature takes 2023.12's default (axis=0) and 2025.12's tuples of axes, and
+    # lets axis be given by position as 2024.12 does: a superset of the three.
     shape = list(shape_of(x))
-    axes = axis if isinstance(axis, tuple) else (axis,)
+    try:
+        axes = tuple(map(operator.index, axis if isinstance(axis, tuple) else (axis,)))
+    except TypeError:
+        raise TypeError(
+            f"expand_dims: axis must be an int or a tuple of ints, got {axis!r}"
+        ) from None
     ndim = len(shape) + len(axes)
     for a in axes:
         if not -ndim <= a < ndim:

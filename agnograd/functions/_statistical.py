@@ -86,15 +86,19 @@ def reverse_cumulative_sum(x: Any, axis: int) -> Any:
 # -- reductions -------------------------------------------------------------------
 
 
+def _dtype_kwargs(dtype: Any) -> dict[str, Any]:
+    """The reduction's ``dtype`` argument, when the caller gave one (the input is then
+    already cast to it): without it the backend widens small integers."""
+    return {} if dtype is None else {"dtype": dtype}
+
+
 class Sum(FunctionNode):
     fn = "sum"
 
     def __init__(self, axis: Axis, keepdims: bool, dtype: Any = None) -> None:
         self.axis = axis
         self.keepdims = keepdims
-        # The caller's dtype (the input is already cast to it): the backend must not
-        # widen it, as it does for small integers by default.
-        self.kwargs = {} if dtype is None else {"dtype": dtype}
+        self.kwargs = _dtype_kwargs(dtype)
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (x,) = inputs
@@ -416,7 +420,7 @@ class CumulativeSum(FunctionNode):
     def __init__(self, axis: int, include_initial: bool, dtype: Any = None) -> None:
         self.axis = axis
         self.include_initial = include_initial
-        self.kwargs = {} if dtype is None else {"dtype": dtype}  # as in Sum
+        self.kwargs = _dtype_kwargs(dtype)
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         fn = getattr(self.xp, self.fn)
