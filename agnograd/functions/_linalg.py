@@ -580,7 +580,7 @@ def _adjugate_h(xp: Any, a: Any) -> Any:
         raise ValueError(
             f"linalg.det: no second derivative at a nearly singular complex matrix larger "
             f"than {_POLYNOMIAL_ADJUGATE_MAX} x {_POLYNOMIAL_ADJUGATE_MAX} (shape "
-            f"{tuple(a.shape)}): its first derivative comes from the SVD, whose derivative "
+            f"{a.shape}): its first derivative comes from the SVD, whose derivative "
             "is wrong there"
         )
     u, s, vh = xp.linalg.svd(a, full_matrices=False)
