@@ -5,8 +5,10 @@
 at ``PATH``, with its ``array-api`` submodule and its requirements installed) twice
 with the same arguments: once on the backend's own namespace, once on
 ``agnograd.namespace(backend)``. It prints both counts and every test whose outcome
-differs, and exits with 1 when agnograd fails a test that the backend passes. The
-suite is not part of agnograd: it is fetched for the run.
+differs. The tests that differ run again (``--recheck``, 5 times on each side) to
+tell the ones whose outcome changes from run to run; the exit status is 1 when
+agnograd fails, every time, a test that the backend passes. The suite is not part
+of agnograd: it is fetched for the run.
 
 Both runs test the same version of the standard (``--version``, default agnograd's),
 use ``--derandomize`` so that hypothesis draws the same examples for both, and leave
@@ -44,13 +46,19 @@ def module_for(backend: str, *, agnograd: bool) -> str:
     return f"exec('import agnograd, {backend}; xp = agnograd.namespace({backend})')"
 
 
-def run_suite(suite: Path, module: str, version: str, pytest_args: Sequence[str]) -> dict[str, str]:
-    """Run the suite on ``module``; return each test's outcome by its id."""
+def run_suite(
+    suite: Path,
+    module: str,
+    version: str,
+    pytest_args: Sequence[str],
+    tests: Sequence[str] = ("array_api_tests",),
+) -> dict[str, str]:
+    """Run the suite (or the ``tests`` named) on ``module``; each test's outcome by id."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
         env = {**os.environ, "ARRAY_API_TESTS_MODULE": module, "ARRAY_API_TESTS_VERSION": version}
         command = [
-            sys.executable, "-m", "pytest", "array_api_tests", "-p", "no:agnograd",
+            sys.executable, "-m", "pytest", *tests, "-p", "no:agnograd",
             "-p", "no:cacheprovider", "-q", "--derandomize", "--disable-deadline",
             "--json-report", f"--json-report-file={report}", *pytest_args,
         ]  # fmt: skip
@@ -66,8 +74,8 @@ def run_suite(suite: Path, module: str, version: str, pytest_args: Sequence[str]
                 f"{done.returncode}); is {suite} a checkout of the suite with its submodule, "
                 f"with its requirements (pytest-json-report) installed? pytest said:\n{tail}"
             )
-        tests = json.loads(report.read_text())["tests"]
-    return {t["nodeid"]: t["outcome"] for t in tests}
+        results = json.loads(report.read_text())["tests"]
+    return {t["nodeid"]: t["outcome"] for t in results}
 
 
 def compare(raw: dict[str, str], ours: dict[str, str]) -> list[tuple[str, str | None, str | None]]:
@@ -87,24 +95,57 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--backend", required=True, help="importable namespace: numpy, ...")
     parser.add_argument("--version", default=VERSION, help=f"standard version (default {VERSION})")
     parser.add_argument("--max-examples", type=int, default=20, help="hypothesis examples")
+    parser.add_argument(
+        "--recheck", type=int, default=5, help="reruns of the tests that differ (default 5)"
+    )
     args, extra = parser.parse_known_args(argv)
     pytest_args = [f"--max-examples={args.max_examples}", *extra]
+    modules = {"raw": module_for(args.backend, agnograd=False)}
+    modules["agnograd"] = module_for(args.backend, agnograd=True)
     outcomes = {
-        label: run_suite(args.suite, module_for(args.backend, agnograd=through), args.version,
-                         pytest_args)
-        for label, through in (("raw", False), ("agnograd", True))
-    }  # fmt: skip
+        label: run_suite(args.suite, module, args.version, pytest_args)
+        for label, module in modules.items()
+    }
     for label, results in outcomes.items():
-        counts = Counter(results.values())
-        print(
-            f"{label:9} {args.backend}: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
-        )
+        counts = ", ".join(f"{n} {k}" for k, n in sorted(Counter(results.values()).items()))
+        print(f"{label:9} {args.backend}: {counts}")
     differences = compare(outcomes["raw"], outcomes["agnograd"])
+    flaky = recheck(args, modules, pytest_args, outcomes, [test for test, _, _ in differences])
     print(f"\n{len(differences)} tests differ (raw -> agnograd):")
     for test, before, after in differences:
-        print(f"  {before!s:8} -> {after!s:8} {test}")
-    # Exit 1 when agnograd fails a test the backend passes (a regression to look at).
-    return int(any(before == "passed" and after != "passed" for _, before, after in differences))
+        note = f"  (flaky: {flaky[test]})" if test in flaky else ""
+        print(f"  {before!s:8} -> {after!s:8} {test}{note}")
+    # Exit 1 when agnograd fails a test the backend passes, every time.
+    return int(
+        any(
+            before == "passed" and after != "passed" and test not in flaky
+            for test, before, after in differences
+        )
+    )
+
+
+def recheck(
+    args: argparse.Namespace,
+    modules: dict[str, str],
+    pytest_args: list[str],
+    outcomes: dict[str, dict[str, str]],
+    tests: list[str],
+) -> dict[str, str]:
+    """Run ``tests`` again ``args.recheck`` times on both sides; the ones whose outcome
+    changes from run to run (``outcomes`` has the first run's), with the outcomes seen
+    on each side. Some of the suite's tests draw their input with hypothesis's
+    ``example()``, which ``--derandomize`` does not seed."""
+    seen = {test: {label: {outcomes[label].get(test)} for label in modules} for test in tests}
+    for _ in range(args.recheck if tests else 0):
+        for label, module in modules.items():
+            results = run_suite(args.suite, module, args.version, pytest_args, tests)
+            for test, outcome in results.items():
+                seen[test][label].add(outcome)
+    return {
+        test: "; ".join(f"{label} {'/'.join(sorted(map(str, o)))}" for label, o in sides.items())
+        for test, sides in seen.items()
+        if any(len(o) > 1 for o in sides.values())
+    }
 
 
 if __name__ == "__main__":
