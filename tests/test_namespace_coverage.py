@@ -88,8 +88,22 @@ def test_the_standard_version_and_inspection_object() -> None:
     xp = agnograd.namespace(np)
     assert xp.__array_api_version__ == _standard.VERSION == "2024.12"
     info = xp.__array_namespace_info__()
-    assert info.devices() == ["cpu"]  # a list in 2024.12
+    assert info.devices() == [agnograd.get_device("@numpy")]  # a list in 2024.12
     assert info.default_dtypes()["real floating"] == np.float64
+
+
+def test_the_inspection_object_speaks_agnograd_devices() -> None:
+    strict = backend_namespace("array_api_strict")
+    info = agnograd.namespace(strict).__array_namespace_info__()
+    devices = info.devices()
+    assert all(isinstance(d, agnograd.Device) for d in devices)
+    assert info.default_device() == agnograd.get_device("@array_api_strict:CPU_DEVICE")
+    x = agnograd.Variable(strict.asarray([1.0], device=strict.Device("device1")))
+    assert x.device in devices
+    assert strict.Device("device1") in devices
+    no_x64 = agnograd.get_device("@array_api_strict:no_x64")
+    assert info.default_dtypes(device=no_x64)["real floating"] == strict.float32
+    assert strict.float64 not in info.dtypes(device=no_x64, kind="real floating").values()
 
 
 def test_dlpack_has_the_standard_signature_and_passes_only_given_arguments() -> None:

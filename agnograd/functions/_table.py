@@ -14,6 +14,7 @@ import importlib
 from typing import Any
 
 from agnograd._backend import backend_name
+from agnograd._device import native_device
 from agnograd._variable import Variable
 from agnograd.functions._core import Bound, constant, forwarding, native_kwargs, raw
 from agnograd.functions._manipulation import astype
@@ -154,9 +155,9 @@ class Namespace:
         --------
         >>> import numpy as np, agnograd
         >>> agnograd.namespace(np).__array_namespace_info__().devices()
-        ['cpu']
+        [Device('@numpy')]
         """
-        return _Info(self._raw.__array_namespace_info__())
+        return _Info(self._raw.__array_namespace_info__(), self._raw)
 
     def _asarray(
         self, obj: Any, /, *, dtype: Any = None, device: Any = None, copy: Any = None
@@ -171,14 +172,33 @@ class Namespace:
 
 
 class _Info:
-    """A backend's ``__array_namespace_info__()`` object, with ``devices()`` a list:
-    2025.12 made it a tuple, and array-api-compat already answers so."""
+    """A backend's ``__array_namespace_info__()`` object, answering with agnograd's
+    :class:`~agnograd.Device` values (those of Variables: ``x.device in
+    info.devices()`` holds), and ``devices()`` a list as in 2024.12 (array-api-compat
+    already answers with 2025.12's tuple)."""
 
-    def __init__(self, info: Any) -> None:
+    def __init__(self, info: Any, raw_namespace: Any) -> None:
         self._info = info
+        self._raw = raw_namespace
+
+    def _device(self, native: Any) -> Any:
+        from agnograd._backend import adapter_for
+        from agnograd._device import _from_native
+
+        adapter = adapter_for(self._raw.asarray(0))  # the library's, whatever the device
+        return native if adapter is None else _from_native(adapter, native)
 
     def devices(self) -> list[Any]:
-        return list(self._info.devices())
+        return [self._device(d) for d in self._info.devices()]
+
+    def default_device(self) -> Any:
+        return self._device(self._info.default_device())
+
+    def default_dtypes(self, *, device: Any = None) -> dict[str, Any]:
+        return self._info.default_dtypes(device=native_device(device))
+
+    def dtypes(self, *, device: Any = None, kind: Any = None) -> dict[str, Any]:
+        return self._info.dtypes(device=native_device(device), kind=kind)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._info, name)
