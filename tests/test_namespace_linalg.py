@@ -611,3 +611,19 @@ def test_det_second_derivative_at_a_singular_complex_matrix_above_3x3_is_refused
         for i in range(4)
     ]
     np.testing.assert_allclose(g.array, np.conj(cofactors), atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_det_second_derivative_of_a_mixed_stack_above_3x3(backend: str) -> None:
+    # The identity beside a singular matrix: the SVD path must not see the identity
+    # (repeated singular values), or its masked-out derivative is 0 * inf = NaN.
+    rng = np.random.default_rng(3)
+    a = np.stack([np.eye(4), rng.standard_normal((4, 4))])
+    a[1, -1] = a[1, 0]
+    raw = backend_namespace(backend)
+    x = raw.asarray(a)
+    xp = agnograd.namespace(x)
+    gys = [raw.asarray(rng.standard_normal(2))]
+    ggs = [raw.asarray(rng.standard_normal(a.shape))]
+    check_backward(xp.linalg.det, [x], gys, atol=1e-6, rtol=1e-5)
+    check_double_backward(xp.linalg.det, [x], gys, ggs, atol=1e-6, rtol=1e-5)

@@ -524,11 +524,18 @@ class Det(FunctionNode):
         near = _near_singular(raw(a))
         if near is None:
             return (_matrix_scalar(xp, gd * _conj(xp, d)) * _mh(xp, xp.linalg.inv(a)),)
+        # Each path sees only its own matrices; the others are replaced by ones it
+        # handles with finite derivatives (the identity, diag(1, 2, ..., n)), so that
+        # the masked-out half of double backprop is zeros, not 0 * inf.
+        n = a.shape[-1]
         near = _matrix_scalar(namespace_of(near), near)
-        eye = xp.eye(a.shape[-1], dtype=a.dtype, device=a.device)
-        invertible = xp.where(near, eye, a)  # inverted only where it is far from singular
-        by_inverse = _matrix_scalar(xp, gd * _conj(xp, d)) * _mh(xp, xp.linalg.inv(invertible))
-        return (xp.where(near, _matrix_scalar(xp, gd) * _adjugate_h(xp, a), by_inverse),)
+        eye = xp.eye(n, dtype=a.dtype, device=a.device)
+        steps = xp.asarray([float(k) for k in range(1, n + 1)], dtype=a.dtype, device=a.device)
+        by_inverse = _matrix_scalar(xp, gd * _conj(xp, d)) * _mh(
+            xp, xp.linalg.inv(xp.where(near, eye, a))
+        )
+        by_adjugate = _matrix_scalar(xp, gd) * _adjugate_h(xp, xp.where(near, a, eye * steps))
+        return (xp.where(near, by_adjugate, by_inverse),)
 
 
 def _matrix_scalar(xp: Any, v: Any) -> Any:
