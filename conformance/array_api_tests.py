@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         counts = ", ".join(f"{n} {k}" for k, n in sorted(Counter(results.values()).items()))
         print(f"{label:9} {args.backend}: {counts}")
     differences = compare(outcomes["raw"], outcomes["agnograd"])
-    flaky = recheck(args, modules, pytest_args, outcomes, [test for test, _, _ in differences])
+    flaky = _recheck(args, modules, pytest_args, outcomes, [test for test, _, _ in differences])
     print(f"\n{len(differences)} tests differ (raw -> agnograd):")
     for test, before, after in differences:
         note = f"  (flaky: {flaky[test]})" if test in flaky else ""
@@ -124,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
 
 
-def recheck(
+def _recheck(
     args: argparse.Namespace,
     modules: dict[str, str],
     pytest_args: list[str],
