@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -34,6 +35,39 @@ def shape_of(x: Any) -> tuple[int, ...]:
 def constant(x: Any) -> Variable:
     """Wrap a raw result as a Variable that requires no gradient."""
     return Variable._new(x, False)
+
+
+def others_product(x: Any, axes: tuple[int, ...]) -> Any:
+    """For each element, the product of the other elements of its reduction.
+
+    The reduced axes are moved last and flattened; the product of the others is the
+    exclusive cumulative product from the left times the one from the right, so
+    there is no division and zeros need no special case. Used by the gradients of
+    ``prod`` and of ``linalg.det`` (the adjugate from singular values).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from agnograd.functions._core import others_product
+    >>> others_product(np.array([2.0, 0.0, 5.0]), (0,))
+    array([ 0., 10.,  0.])
+    """
+    xp = namespace_of(x)
+    shape = tuple(x.shape)
+    if not axes:
+        return xp.ones_like(x)
+    keep = tuple(i for i in range(len(shape)) if i not in axes)
+    order = keep + axes
+    moved = x if order == tuple(range(len(shape))) else xp.permute_dims(x, order)
+    flat = xp.reshape(moved, (*(shape[i] for i in keep), math.prod(shape[a] for a in axes)))
+    left = xp.cumulative_prod(flat, axis=-1, include_initial=True)[..., :-1]
+    flipped = xp.flip(flat, axis=-1)
+    right = xp.cumulative_prod(flipped, axis=-1, include_initial=True)[..., :-1]
+    others = xp.reshape(left * xp.flip(right, axis=-1), tuple(shape[i] for i in order))
+    if order == tuple(range(len(shape))):
+        return others
+    inverse = tuple(sorted(range(len(order)), key=order.__getitem__))
+    return xp.permute_dims(others, inverse)
 
 
 class Unary(FunctionNode):

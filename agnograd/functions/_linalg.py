@@ -33,9 +33,8 @@ from agnograd._abstract import broadcast_shapes
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import constant, raw, shape_of
+from agnograd.functions._core import constant, others_product, raw, shape_of
 from agnograd.functions._manipulation import matrix_transpose, reshape
-from agnograd.functions._statistical import _others_product
 
 _Spec = tuple[tuple[int, ...], Any]
 
@@ -592,7 +591,7 @@ def _adjugate_h(xp: Any, a: Any) -> Any:
         )
     u, s, vh = xp.linalg.svd(a, full_matrices=False)
     phase = xp.linalg.det(u) * xp.linalg.det(vh)
-    others = xp.expand_dims(_others_product(s, (s.ndim - 1,)), axis=-2)
+    others = xp.expand_dims(others_product(s, (s.ndim - 1,)), axis=-2)
     return _matrix_scalar(xp, _conj(xp, phase)) * ((u * others) @ vh)
 
 

@@ -24,7 +24,7 @@ from agnograd._backend import raw_namespace
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import raw, shape_of
+from agnograd.functions._core import others_product, raw, shape_of
 
 Axis = int | tuple[int, ...] | None
 
@@ -142,31 +142,7 @@ class Prod(Sum):
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (x,) = self.get_retained_inputs()
-        return (self._kept(grad_outputs[0]) * conj(_others_product(x, self.axes)),)
-
-
-def _others_product(x: Any, axes: tuple[int, ...]) -> Any:
-    """For each element, the product of the other elements of its reduction.
-
-    The reduced axes are moved last and flattened; the product of the others is the
-    exclusive cumulative product from the left times the one from the right.
-    """
-    xp = namespace_of(x)
-    shape = tuple(x.shape)
-    if not axes:
-        return xp.ones_like(x)
-    keep = tuple(i for i in range(len(shape)) if i not in axes)
-    order = keep + axes
-    moved = x if order == tuple(range(len(shape))) else xp.permute_dims(x, order)
-    flat = xp.reshape(moved, (*(shape[i] for i in keep), math.prod(shape[a] for a in axes)))
-    left = xp.cumulative_prod(flat, axis=-1, include_initial=True)[..., :-1]
-    flipped = xp.flip(flat, axis=-1)
-    right = xp.cumulative_prod(flipped, axis=-1, include_initial=True)[..., :-1]
-    others = xp.reshape(left * xp.flip(right, axis=-1), tuple(shape[i] for i in order))
-    if order == tuple(range(len(shape))):
-        return others
-    inverse = tuple(sorted(range(len(order)), key=order.__getitem__))
-    return xp.permute_dims(others, inverse)
+        return (self._kept(grad_outputs[0]) * conj(others_product(x, self.axes)),)
 
 
 class Extremum(Sum):
