@@ -100,8 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args, extra = parser.parse_known_args(argv)
     pytest_args = [f"--max-examples={args.max_examples}", *extra]
-    modules = {"raw": module_for(args.backend, agnograd=False)}
-    modules["agnograd"] = module_for(args.backend, agnograd=True)
+    modules = {
+        label: module_for(args.backend, agnograd=through)
+        for label, through in (("raw", False), ("agnograd", True))
+    }
     outcomes = {
         label: run_suite(args.suite, module, args.version, pytest_args)
         for label, module in modules.items()

@@ -521,8 +521,9 @@ class Det(FunctionNode):
         xp = namespace_of(gd)
         # gd * adj(a)^H, where adj(a) = det(a) inv(a) for an invertible matrix.
         near = _near_singular(raw(a))
+        scale = _matrix_scalar(xp, gd * _conj(xp, d))
         if near is None:
-            return (_matrix_scalar(xp, gd * _conj(xp, d)) * _mh(xp, xp.linalg.inv(a)),)
+            return (scale * _mh(xp, xp.linalg.inv(a)),)
         # Each path sees only its own matrices; the others are replaced by ones it
         # handles with finite derivatives (the identity, diag(1, 2, ..., n)), so that
         # the masked-out half of double backprop is zeros, not 0 * inf.
@@ -530,9 +531,7 @@ class Det(FunctionNode):
         near = _matrix_scalar(namespace_of(near), near)
         eye = xp.eye(n, dtype=a.dtype, device=a.device)
         steps = xp.asarray([float(k) for k in range(1, n + 1)], dtype=a.dtype, device=a.device)
-        by_inverse = _matrix_scalar(xp, gd * _conj(xp, d)) * _mh(
-            xp, xp.linalg.inv(xp.where(near, eye, a))
-        )
+        by_inverse = scale * _mh(xp, xp.linalg.inv(xp.where(near, eye, a)))
         by_adjugate = _matrix_scalar(xp, gd) * _adjugate_h(xp, xp.where(near, a, eye * steps))
         return (xp.where(near, by_adjugate, by_inverse),)
 

@@ -10,6 +10,7 @@ silently non-differentiable fallback.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Any
 
@@ -181,12 +182,16 @@ class _Info:
         self._info = info
         self._raw = raw_namespace
 
-    def _device(self, native: Any) -> Any:
+    @functools.cached_property
+    def _adapter(self) -> Any:
         from agnograd._backend import adapter_for
+
+        return adapter_for(self._raw.asarray(0))  # the library's, whatever the device
+
+    def _device(self, native: Any) -> Any:
         from agnograd._device import _from_native
 
-        adapter = adapter_for(self._raw.asarray(0))  # the library's, whatever the device
-        return native if adapter is None else _from_native(adapter, native)
+        return native if self._adapter is None else _from_native(self._adapter, native)
 
     def devices(self) -> list[Any]:
         return [self._device(d) for d in self._info.devices()]
