@@ -15,7 +15,7 @@ from typing import Any
 from agnograd._backend import moved_leaves, raw_namespace
 from agnograd._config import FUNCTION_HOOKS, using_config
 from agnograd._define_then_run import clear_node_data
-from agnograd._function import FunctionNode
+from agnograd._function import FunctionNode, speedups
 from agnograd._variable import Variable, VariableNode
 
 
@@ -229,6 +229,15 @@ def _run(
     clear_buffer: bool,
 ) -> dict[VariableNode, Any]:
     """The backward loop. Returns the gradients that reached leaves (or targets)."""
+    if (
+        speedups is not None
+        and not double
+        and targets is None
+        and not FUNCTION_HOOKS.get()
+        and not len(moved_leaves)
+    ):
+        helpers = (_sum_to, _cast, _store_grad, _free, _call_backward)
+        return speedups.run(seeds, retain_grad, clear_buffer, helpers)  # type: ignore[no-any-return]
     keep = {node for node, _ in seeds}
     grads: dict[VariableNode, Any] = {}
     heap: list[tuple[int, int, FunctionNode]] = []
@@ -299,21 +308,10 @@ def _run(
             if not indexes:
                 continue
             indexes = tuple(indexes)
-        as_variables = double or func.backward_receives_variables
-        if as_variables:
-            func._variables_in_backward = True
-            if not double:
-                gys = [None if g is None else Variable._new(g, False) for g in gys]
-        func_hooks = func._all_hooks() if (hooks or func._local_hooks) else ()
-        for hook in func_hooks:
-            hook.backward_preprocess(func, in_nodes, gys)
-        try:
+        if double or hooks or func._local_hooks or func.backward_receives_variables:
+            gxs = _call_backward(func, in_nodes, indexes, gys, double)
+        else:
             gxs = func.backward(indexes, tuple(gys))
-        finally:
-            if as_variables:
-                func._variables_in_backward = False
-        for hook in func_hooks:
-            hook.backward_postprocess(func, in_nodes, gys)
         del gys
         if clear_buffer:
             _free(func, keep)
@@ -359,6 +357,33 @@ def _run(
 
 
 _FIRST = (0,)
+
+
+def _call_backward(
+    func: FunctionNode,
+    in_nodes: tuple[VariableNode, ...],
+    indexes: tuple[int, ...],
+    gys: Sequence[Any],
+    double: bool = False,
+) -> Any:
+    """``func.backward`` with what the common case skips: Variables for a node that
+    asks for them (and in double backprop), and function hooks around the call."""
+    as_variables = double or func.backward_receives_variables
+    if as_variables:
+        func._variables_in_backward = True
+        if not double:
+            gys = [None if g is None else Variable._new(g, False) for g in gys]
+    hooks = func._all_hooks() if (FUNCTION_HOOKS.get() or func._local_hooks) else ()
+    for hook in hooks:
+        hook.backward_preprocess(func, in_nodes, gys)
+    try:
+        gxs = func.backward(indexes, tuple(gys))
+    finally:
+        if as_variables:
+            func._variables_in_backward = False
+    for hook in hooks:
+        hook.backward_postprocess(func, in_nodes, gys)
+    return gxs
 
 
 def _follow_data(node: VariableNode, gx: Any) -> Any:

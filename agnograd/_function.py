@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -145,7 +146,7 @@ class FunctionNode:
         try:
             outputs = self.forward(arrays)
         except Exception as error:
-            error.add_note(f"in agnograd {self.label}.forward with inputs {_describe(arrays)}")
+            _forward_failed(error, self, arrays)
             raise
         if hooks:
             for hook in hooks:
@@ -172,10 +173,7 @@ class FunctionNode:
         if self._retain_out:
             self._saved_outputs = tuple([outputs[i] for i in self._retain_out])
         if _versions.versions:  # some array was written in place: remember versions
-            self._saved_versions = (
-                _versions.of(self._saved_inputs or ()),
-                _versions.of(self._saved_outputs or ()),
-            )
+            _record_versions(self)
         return tuple(results)
 
     def _apply_deferred(self, inputs: Sequence[Any]) -> tuple[Variable, ...]:
@@ -368,6 +366,17 @@ def _as_constant(x: Any) -> Variable:
     return Variable._new(x, False)
 
 
+def _forward_failed(error: Exception, func: FunctionNode, arrays: tuple[Any, ...]) -> None:
+    error.add_note(f"in agnograd {func.label}.forward with inputs {_describe(arrays)}")
+
+
+def _record_versions(func: FunctionNode) -> None:
+    func._saved_versions = (
+        _versions.of(func._saved_inputs or ()),
+        _versions.of(func._saved_outputs or ()),
+    )
+
+
 def _describe(arrays: tuple[Any, ...]) -> str:
     from agnograd._variable import _label
 
@@ -380,3 +389,34 @@ def _mixed_backends(func: FunctionNode, xp: Any, other: Any) -> TypeError:
         f"{_backend.backend_name(other)}; move them to one library first "
         "(agnograd.functions.copy or the library's from_dlpack)"
     )
+
+
+def _load_speedups() -> Any:
+    """The C fast paths (``agnograd/_speedups.c``), with ``FunctionNode.apply``
+    replaced by the C one; ``None`` where the extension was not built or
+    ``AGNOGRAD_PURE_PYTHON`` is set to a non-empty value."""
+    if os.environ.get("AGNOGRAD_PURE_PYTHON"):
+        return None
+    try:
+        from agnograd import _speedups  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    FunctionNode.apply = _speedups.init(  # type: ignore[method-assign]
+        Variable,
+        VariableNode,
+        AUTO_FORWARD,
+        ENABLE_BACKPROP,
+        FUNCTION_HOOKS,
+        _namespaces,
+        _versions.versions,
+        FunctionNode.apply,  # the reference, for every case but the common one
+        _backend.raw_namespace,
+        _as_constant,
+        _mixed_backends,
+        _forward_failed,
+        _record_versions,
+    )
+    return _speedups
+
+
+speedups = _load_speedups()

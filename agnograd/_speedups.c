@@ -1,0 +1,876 @@
+/* agnograd._speedups: the two hot paths of agnograd in C.
+ *
+ * FunctionNode.apply and the engine's backward loop run once per operation; in
+ * Python their bookkeeping (building Variables and VariableNodes, linking the
+ * graph, popping nodes by rank, summing gradients) costs several times the
+ * arithmetic on small arrays. This module does the common case of each in C:
+ *
+ *   apply(func, inputs)   eager mode, no function hooks;
+ *   run(seeds, retain_grad, clear_buffer, helpers)
+ *                         ordinary backprop: no double backprop, no grad()
+ *                         targets, no global hooks, no moved leaves.
+ *
+ * The Python code in _function.py and _engine.py stays the reference: apply
+ * hands anything else to it, _engine._run only calls run() in the case above,
+ * and every rarer step inside the loop (broadcast sums, dtype casts, retained
+ * gradients, freeing buffers, local hooks) is a call back into the Python helper
+ * that the reference uses. The test suite runs on both (AGNOGRAD_PURE_PYTHON=1
+ * turns this module off).
+ *
+ * Variable and VariableNode are Python classes with __slots__; their slots are
+ * read and written at the offsets that the slot descriptors report, found once
+ * by init().
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
+
+/* What init() is given, kept for the life of the interpreter. */
+static PyTypeObject *variable_type, *node_type;
+static Py_ssize_t var_data, var_grad, var_node;
+static Py_ssize_t node_variable, node_creator, node_data, node_name, node_requires_grad,
+    node_rank, node_shape, node_dtype, node_persistent;
+static PyObject *auto_forward, *enable_backprop, *function_hooks; /* ContextVars */
+static PyObject *namespaces;  /* dict: array type -> namespace */
+static PyObject *versions;    /* dict: id(array) -> in-place writes */
+static PyObject *apply_python, *raw_namespace, *as_constant, *mixed_backends,
+    *forward_failed, *record_versions;
+
+static PyObject *s_xp, *s_forward, *s_backward, *s_local_hooks, *s_differentiable, *s_rank,
+    *s_inputs, *s_outputs, *s_retain_in, *s_retain_out, *s_saved_inputs, *s_saved_outputs,
+    *s_shape, *s_dtype, *s_label, *s_receives_variables, *zero;
+
+static Py_ssize_t
+slot_offset(PyTypeObject *type, const char *name)
+{
+    PyObject *descr = PyDict_GetItemString(type->tp_dict, name); /* borrowed */
+    if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type) ||
+        ((PyMemberDescrObject *)descr)->d_member->type != T_OBJECT_EX) {
+        PyErr_Format(PyExc_TypeError, "_speedups: %s.%s is not an object slot", type->tp_name,
+                     name);
+        return -1;
+    }
+    return ((PyMemberDescrObject *)descr)->d_member->offset;
+}
+
+/* 1 if the ContextVar holds a true value, 0 if not, -1 on error. */
+static int
+context_flag(PyObject *var)
+{
+    PyObject *value;
+    if (PyContextVar_Get(var, NULL, &value) < 0) {
+        return -1;
+    }
+    int flag = value == Py_True ? 1 : value == Py_False ? 0 : PyObject_IsTrue(value);
+    Py_DECREF(value);
+    return flag;
+}
+
+static int
+truthy_attr(PyObject *obj, PyObject *name)
+{
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL) {
+        return -1;
+    }
+    int flag = value == Py_None ? 0 : PyObject_IsTrue(value);
+    Py_DECREF(value);
+    return flag;
+}
+
+/* The Variable (and its VariableNode) of a new output: _variable._new_variable. */
+static PyObject *
+new_variable(PyObject *data, int requires_grad, PyObject *creator, PyObject *rank)
+{
+    PyObject *shape = PyObject_GetAttr(data, s_shape);
+    if (shape == NULL) {
+        return NULL;
+    }
+    if (!PyTuple_CheckExact(shape)) {
+        Py_SETREF(shape, PySequence_Tuple(shape));
+        if (shape == NULL) {
+            return NULL;
+        }
+    }
+    PyObject *dtype = PyObject_GetAttr(data, s_dtype);
+    if (dtype == NULL) {
+        Py_DECREF(shape);
+        return NULL;
+    }
+    PyObject *var = variable_type->tp_alloc(variable_type, 0);
+    PyObject *node = node_type->tp_alloc(node_type, 0);
+    PyObject *ref = var == NULL ? NULL : PyWeakref_NewRef(var, NULL);
+    if (ref == NULL || node == NULL) {
+        Py_XDECREF(ref);
+        Py_XDECREF(node);
+        Py_XDECREF(var);
+        Py_DECREF(shape);
+        Py_DECREF(dtype);
+        return NULL;
+    }
+    SLOT(var, var_data) = Py_NewRef(data);
+    SLOT(var, var_grad) = Py_NewRef(Py_None);
+    SLOT(var, var_node) = node;
+    SLOT(node, node_variable) = ref;
+    SLOT(node, node_creator) = Py_NewRef(creator);
+    SLOT(node, node_data) = Py_NewRef(Py_None);
+    SLOT(node, node_name) = Py_NewRef(Py_None);
+    SLOT(node, node_requires_grad) = Py_NewRef(requires_grad ? Py_True : Py_False);
+    SLOT(node, node_rank) = Py_NewRef(rank);
+    SLOT(node, node_shape) = shape;
+    SLOT(node, node_dtype) = dtype;
+    SLOT(node, node_persistent) = Py_NewRef(Py_False);
+    return var;
+}
+
+/* tuple(items[i] for i in indexes), with Python's negative indexes. */
+static PyObject *
+pick(PyObject *items, PyObject *indexes)
+{
+    PyObject *seq = PySequence_Fast(indexes, "retained indexes must be a sequence of ints");
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), size = PySequence_Fast_GET_SIZE(items);
+    PyObject *result = PyTuple_New(n);
+    for (Py_ssize_t k = 0; result != NULL && k < n; k++) {
+        Py_ssize_t i = PyNumber_AsSsize_t(PySequence_Fast_GET_ITEM(seq, k), PyExc_IndexError);
+        if (i == -1 && PyErr_Occurred()) {
+            Py_CLEAR(result);
+            break;
+        }
+        if (i < 0) {
+            i += size;
+        }
+        if (i < 0 || i >= size) {
+            PyErr_SetString(PyExc_IndexError, "tuple index out of range");
+            Py_CLEAR(result);
+            break;
+        }
+        PyTuple_SET_ITEM(result, k, Py_NewRef(PySequence_Fast_GET_ITEM(items, i)));
+    }
+    Py_DECREF(seq);
+    return result;
+}
+
+/* Save func's retained inputs and outputs, as FunctionNode.apply does. */
+static int
+retain(PyObject *func, PyObject *arrays, PyObject *outputs)
+{
+    PyObject *names[2][2] = {{s_retain_in, s_saved_inputs}, {s_retain_out, s_saved_outputs}};
+    PyObject *sources[2] = {arrays, outputs};
+    for (int k = 0; k < 2; k++) {
+        PyObject *indexes = PyObject_GetAttr(func, names[k][0]);
+        if (indexes == NULL) {
+            return -1;
+        }
+        int nonempty = PyObject_IsTrue(indexes);
+        int status = nonempty;
+        if (nonempty > 0) {
+            PyObject *saved = pick(sources[k], indexes);
+            status = saved == NULL ? -1 : PyObject_SetAttr(func, names[k][1], saved);
+            Py_XDECREF(saved);
+        }
+        Py_DECREF(indexes);
+        if (status < 0) {
+            return -1;
+        }
+    }
+    if (PyDict_GET_SIZE(versions)) {
+        PyObject *r = PyObject_CallOneArg(record_versions, func);
+        if (r == NULL) {
+            return -1;
+        }
+        Py_DECREF(r);
+    }
+    return 0;
+}
+
+/* Let the Python helper add a note naming the function and its inputs. */
+static void
+note_forward_error(PyObject *func, PyObject *arrays)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL && value != NULL) {
+        PyException_SetTraceback(value, tb);
+    }
+    if (value != NULL && PyObject_TypeCheck(value, (PyTypeObject *)PyExc_Exception)) {
+        PyObject *r = PyObject_CallFunctionObjArgs(forward_failed, value, func, arrays, NULL);
+        if (r == NULL) {
+            PyErr_Clear();
+        }
+        Py_XDECREF(r);
+    }
+    PyErr_Restore(type, value, tb);
+}
+
+static PyObject *
+apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "apply(self, inputs) takes the node and its inputs");
+        return NULL;
+    }
+    PyObject *func = args[0], *inputs = args[1];
+    /* The common case only; everything else is the reference's. */
+    int eager = context_flag(auto_forward);
+    if (eager < 0) {
+        return NULL;
+    }
+    int hooks = context_flag(function_hooks);
+    if (hooks < 0) {
+        return NULL;
+    }
+    int local_hooks = hooks ? 0 : truthy_attr(func, s_local_hooks);
+    if (local_hooks < 0) {
+        return NULL;
+    }
+    if (!eager || hooks || local_hooks || !(PyTuple_CheckExact(inputs) || PyList_CheckExact(inputs))) {
+        return PyObject_Vectorcall(apply_python, args, 2, NULL);
+    }
+
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(inputs);
+    PyObject *nodes = PyTuple_New(n), *arrays = PyTuple_New(n);
+    PyObject *xp = NULL, *rank = NULL, *outputs = NULL, *results = NULL, *refs = NULL;
+    PyObject *out_rank = NULL;
+    long max_rank = 0;
+    int requires_grad = 0;
+    if (nodes == NULL || arrays == NULL) {
+        goto error;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PySequence_Fast_GET_ITEM(inputs, i);
+        if (PyObject_TypeCheck(x, variable_type)) {
+            Py_INCREF(x);
+        }
+        else if ((x = PyObject_CallOneArg(as_constant, x)) == NULL) {
+            goto error;
+        }
+        PyObject *node = SLOT(x, var_node), *data = SLOT(x, var_data);
+        if (node == NULL || data == NULL || !Py_IS_TYPE(node, node_type) ||
+            SLOT(node, node_requires_grad) == NULL || SLOT(node, node_rank) == NULL) {
+            /* Half-built objects: the reference raises the proper error. */
+            Py_DECREF(x);
+            Py_XDECREF(xp);
+            Py_DECREF(nodes);
+            Py_DECREF(arrays);
+            return PyObject_Vectorcall(apply_python, args, 2, NULL);
+        }
+        PyTuple_SET_ITEM(nodes, i, Py_NewRef(node));
+        PyTuple_SET_ITEM(arrays, i, Py_NewRef(data));
+        Py_DECREF(x); /* its node and data are held by the tuples */
+        PyObject *flag = SLOT(node, node_requires_grad);
+        if (flag == Py_True || (flag != Py_False && PyObject_IsTrue(flag) > 0)) {
+            requires_grad = 1;
+        }
+        long r = PyLong_AsLong(SLOT(node, node_rank));
+        if (r == -1 && PyErr_Occurred()) {
+            goto error;
+        }
+        if (rank == NULL || r > max_rank) {
+            max_rank = r;
+            Py_XSETREF(rank, Py_NewRef(SLOT(node, node_rank)));
+        }
+        PyObject *other = PyDict_GetItemWithError(namespaces, (PyObject *)Py_TYPE(data));
+        if (other != NULL) {
+            Py_INCREF(other);
+        }
+        else if (PyErr_Occurred() || (other = PyObject_CallOneArg(raw_namespace, data)) == NULL) {
+            goto error;
+        }
+        if (xp == NULL) {
+            xp = other;
+        }
+        else if (other != xp) {
+            PyObject *exc = PyObject_CallFunctionObjArgs(mixed_backends, func, xp, other, NULL);
+            Py_DECREF(other);
+            if (exc != NULL) {
+                PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+                Py_DECREF(exc);
+            }
+            goto error;
+        }
+        else {
+            Py_DECREF(other);
+        }
+    }
+    if (PyObject_SetAttr(func, s_xp, xp == NULL ? Py_None : xp) < 0) {
+        goto error;
+    }
+    PyObject *returned = PyObject_CallMethodOneArg(func, s_forward, arrays);
+    if (returned == NULL) {
+        note_forward_error(func, arrays);
+        goto error;
+    }
+    outputs = PySequence_Fast(returned, "forward must return a tuple of arrays");
+    Py_DECREF(returned);
+    if (outputs == NULL) {
+        goto error;
+    }
+    if (requires_grad) {
+        int differentiable = truthy_attr(func, s_differentiable);
+        if (differentiable < 0) {
+            goto error;
+        }
+        requires_grad = differentiable;
+    }
+    int record = requires_grad ? context_flag(enable_backprop) : 0;
+    if (record < 0) {
+        goto error;
+    }
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(outputs);
+    results = PyTuple_New(m);
+    if (results == NULL) {
+        goto error;
+    }
+    if (!record) {
+        for (Py_ssize_t i = 0; i < m; i++) {
+            PyObject *var =
+                new_variable(PySequence_Fast_GET_ITEM(outputs, i), requires_grad, Py_None, zero);
+            if (var == NULL) {
+                goto error;
+            }
+            PyTuple_SET_ITEM(results, i, var);
+        }
+        goto done;
+    }
+    out_rank = PyLong_FromLong(max_rank + 1);
+    refs = PyTuple_New(m);
+    if (out_rank == NULL || refs == NULL ||
+        PyObject_SetAttr(func, s_rank, rank == NULL ? zero : rank) < 0 ||
+        PyObject_SetAttr(func, s_inputs, nodes) < 0) {
+        goto error;
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        PyObject *var = new_variable(PySequence_Fast_GET_ITEM(outputs, i), 1, func, out_rank);
+        if (var == NULL) {
+            goto error;
+        }
+        PyTuple_SET_ITEM(results, i, var);
+        PyObject *ref = PyWeakref_NewRef(SLOT(var, var_node), NULL);
+        if (ref == NULL) {
+            goto error;
+        }
+        PyTuple_SET_ITEM(refs, i, ref);
+    }
+    if (PyObject_SetAttr(func, s_outputs, refs) < 0 || retain(func, arrays, outputs) < 0) {
+        goto error;
+    }
+done:
+    Py_XDECREF(xp);
+    Py_XDECREF(rank);
+    Py_XDECREF(out_rank);
+    Py_XDECREF(refs);
+    Py_DECREF(outputs);
+    Py_DECREF(nodes);
+    Py_DECREF(arrays);
+    return results;
+error:
+    Py_XDECREF(xp);
+    Py_XDECREF(rank);
+    Py_XDECREF(out_rank);
+    Py_XDECREF(refs);
+    Py_XDECREF(outputs);
+    Py_XDECREF(results);
+    Py_XDECREF(nodes);
+    Py_XDECREF(arrays);
+    return NULL;
+}
+
+/* -- the backward loop ------------------------------------------------------- */
+
+/* A binary min-heap of function nodes keyed by (-rank, order pushed). */
+typedef struct {
+    long key;
+    Py_ssize_t order;
+    PyObject *func; /* strong */
+} Entry;
+
+typedef struct {
+    Entry *items;
+    Py_ssize_t size, capacity, pushed;
+} Heap;
+
+static int
+entry_less(const Entry *a, const Entry *b)
+{
+    return a->key < b->key || (a->key == b->key && a->order < b->order);
+}
+
+static int
+heap_push(Heap *heap, PyObject *func)
+{
+    long rank;
+    PyObject *r = PyObject_GetAttr(func, s_rank);
+    if (r == NULL) {
+        return -1;
+    }
+    rank = PyLong_AsLong(r);
+    Py_DECREF(r);
+    if (rank == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (heap->size == heap->capacity) {
+        Py_ssize_t capacity = heap->capacity ? 2 * heap->capacity : 64;
+        Entry *items = PyMem_Realloc(heap->items, capacity * sizeof(Entry));
+        if (items == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        heap->items = items;
+        heap->capacity = capacity;
+    }
+    Entry entry = {-rank, ++heap->pushed, Py_NewRef(func)};
+    Py_ssize_t i = heap->size++;
+    while (i > 0) {
+        Py_ssize_t parent = (i - 1) / 2;
+        if (!entry_less(&entry, &heap->items[parent])) {
+            break;
+        }
+        heap->items[i] = heap->items[parent];
+        i = parent;
+    }
+    heap->items[i] = entry;
+    return 0;
+}
+
+/* The function node of highest rank (a new reference). */
+static PyObject *
+heap_pop(Heap *heap)
+{
+    PyObject *top = heap->items[0].func;
+    Entry last = heap->items[--heap->size];
+    Py_ssize_t i = 0;
+    for (;;) {
+        Py_ssize_t child = 2 * i + 1;
+        if (child >= heap->size) {
+            break;
+        }
+        if (child + 1 < heap->size && entry_less(&heap->items[child + 1], &heap->items[child])) {
+            child++;
+        }
+        if (!entry_less(&heap->items[child], &last)) {
+            break;
+        }
+        heap->items[i] = heap->items[child];
+        i = child;
+    }
+    if (heap->size) {
+        heap->items[i] = last;
+    }
+    return top;
+}
+
+static void
+heap_clear(Heap *heap)
+{
+    for (Py_ssize_t i = 0; i < heap->size; i++) {
+        Py_DECREF(heap->items[i].func);
+    }
+    PyMem_Free(heap->items);
+}
+
+/* grads[node] += g (or = g), consuming no reference. */
+static int
+accumulate(PyObject *grads, PyObject *node, PyObject *g)
+{
+    PyObject *prev = PyDict_GetItemWithError(grads, node);
+    if (prev == NULL) {
+        return PyErr_Occurred() ? -1 : PyDict_SetItem(grads, node, g);
+    }
+    PyObject *sum = PyNumber_Add(prev, g);
+    if (sum == NULL) {
+        return -1;
+    }
+    int status = PyDict_SetItem(grads, node, sum);
+    Py_DECREF(sum);
+    return status;
+}
+
+/* Push node's creator unless it was pushed before. */
+static int
+push_creator(Heap *heap, PyObject *pushed, PyObject *node)
+{
+    PyObject *creator = SLOT(node, node_creator);
+    if (creator == NULL || creator == Py_None) {
+        return 0;
+    }
+    int seen = PySet_Contains(pushed, creator);
+    if (seen != 0) {
+        return seen < 0 ? -1 : 0;
+    }
+    return PySet_Add(pushed, creator) < 0 ? -1 : heap_push(heap, creator);
+}
+
+/* grads.pop(node, None) as a new reference (NULL, with no error, if absent). */
+static PyObject *
+pop_grad(PyObject *grads, PyObject *node)
+{
+    PyObject *g = PyDict_GetItemWithError(grads, node);
+    if (g == NULL) {
+        return NULL;
+    }
+    Py_INCREF(g);
+    if (PyDict_DelItem(grads, node) < 0) {
+        Py_DECREF(g);
+        return NULL;
+    }
+    return g;
+}
+
+/* The helpers of _engine that the loop calls for rarer steps. */
+typedef struct {
+    PyObject *sum_to, *cast, *store_grad, *free, *call_backward;
+} Helpers;
+
+/* One function node's backward: gradients into `grads`, creators onto the heap. */
+static int
+backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyObject *keep,
+             int retain_grad, int clear_buffer, const Helpers *h)
+{
+    int status = -1;
+    PyObject *in_nodes = NULL, *outputs = NULL, *gys = NULL, *indexes = NULL, *gxs = NULL;
+    PyObject *seq = NULL;
+    in_nodes = PyObject_GetAttr(func, s_inputs);
+    if (in_nodes == NULL) {
+        goto done;
+    }
+    if (!PyTuple_Check(in_nodes)) {
+        PyObject *label = PyObject_GetAttr(func, s_label);
+        if (label != NULL) {
+            PyErr_Format(PyExc_RuntimeError,
+                         "backward reached %S, which was unchained; its inputs are gone", label);
+            Py_DECREF(label);
+        }
+        goto done;
+    }
+    outputs = PyObject_GetAttr(func, s_outputs);
+    if (outputs == NULL || !PyTuple_Check(outputs)) {
+        if (outputs != NULL) {
+            PyErr_SetString(PyExc_TypeError, "a function node's outputs must be a tuple");
+        }
+        goto done;
+    }
+    Py_ssize_t m = PyTuple_GET_SIZE(outputs);
+    gys = PyTuple_New(m);
+    if (gys == NULL) {
+        goto done;
+    }
+    int any = 0;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        PyObject *y = PyWeakref_GetObject(PyTuple_GET_ITEM(outputs, k)); /* borrowed */
+        if (y == NULL) {
+            goto done;
+        }
+        Py_INCREF(y); /* the grads dict may hold its last reference */
+        PyObject *gy = y == Py_None ? NULL : pop_grad(grads, y);
+        int failed = PyErr_Occurred() != NULL;
+        if (gy != NULL) {
+            any = 1;
+            if (retain_grad) {
+                PyObject *r = PyObject_CallFunctionObjArgs(h->store_grad, y, gy, NULL);
+                failed = r == NULL;
+                Py_XDECREF(r);
+            }
+        }
+        Py_DECREF(y);
+        if (failed) {
+            Py_XDECREF(gy);
+            goto done;
+        }
+        if (gy == NULL) {
+            gy = Py_NewRef(Py_None);
+        }
+        PyTuple_SET_ITEM(gys, k, gy);
+    }
+    if (!any) {
+        status = 0;
+        goto done;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(in_nodes), count = 0;
+    indexes = PyTuple_New(n);
+    if (indexes == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *flag = SLOT(PyTuple_GET_ITEM(in_nodes, i), node_requires_grad);
+        int wanted = flag == Py_True ? 1 : flag == Py_False ? 0 : PyObject_IsTrue(flag);
+        if (wanted < 0) {
+            goto done;
+        }
+        if (wanted) {
+            PyObject *index = PyLong_FromSsize_t(i);
+            if (index == NULL) {
+                goto done;
+            }
+            PyTuple_SET_ITEM(indexes, count++, index);
+        }
+    }
+    if (count == 0) {
+        status = 0;
+        goto done;
+    }
+    if (count < n && _PyTuple_Resize(&indexes, count) < 0) {
+        goto done;
+    }
+    int extras = truthy_attr(func, s_receives_variables);
+    if (extras == 0) {
+        extras = truthy_attr(func, s_local_hooks);
+    }
+    if (extras < 0) {
+        goto done;
+    }
+    if (extras) {
+        gxs = PyObject_CallFunctionObjArgs(h->call_backward, func, in_nodes, indexes, gys, NULL);
+    }
+    else {
+        PyObject *call_args[3] = {func, indexes, gys};
+        gxs = PyObject_VectorcallMethod(s_backward, call_args,
+                                        3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    }
+    Py_CLEAR(gys);
+    if (gxs == NULL) {
+        goto done;
+    }
+    if (clear_buffer) {
+        PyObject *r = PyObject_CallFunctionObjArgs(h->free, func, keep, NULL);
+        if (r == NULL) {
+            goto done;
+        }
+        Py_DECREF(r);
+    }
+    seq = PySequence_Fast(gxs, "backward must return a tuple of gradients");
+    if (seq == NULL) {
+        goto done;
+    }
+    Py_ssize_t given = PySequence_Fast_GET_SIZE(seq);
+    int by_input = 0; /* one gradient per input rather than per target index */
+    if (given != count) {
+        if (given != n) {
+            PyObject *label = PyObject_GetAttr(func, s_label);
+            if (label != NULL) {
+                PyErr_Format(PyExc_ValueError,
+                             "backward of %S returned %zd gradients for %zd target inputs %R",
+                             label, given, count, indexes);
+                Py_DECREF(label);
+            }
+            goto done;
+        }
+        by_input = 1;
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(indexes, k));
+        PyObject *gx = PySequence_Fast_GET_ITEM(seq, by_input ? i : k);
+        if (gx == Py_None) {
+            continue;
+        }
+        if (Py_IS_TYPE(gx, variable_type)) {
+            gx = SLOT(gx, var_data);
+        }
+        Py_INCREF(gx);
+        PyObject *x = PyTuple_GET_ITEM(in_nodes, i);
+        PyObject *checks[2][3] = {{s_shape, SLOT(x, node_shape), h->sum_to},
+                                  {s_dtype, SLOT(x, node_dtype), h->cast}};
+        for (int c = 0; c < 2; c++) {
+            PyObject *have = PyObject_GetAttr(gx, checks[c][0]);
+            int differs = have == NULL ? -1 : PyObject_RichCompareBool(have, checks[c][1], Py_NE);
+            Py_XDECREF(have);
+            if (differs > 0) {
+                PyObject *fixed =
+                    c == 0 ? PyObject_CallFunction(checks[c][2], "OOOn", gx, checks[c][1], func, i)
+                           : PyObject_CallFunctionObjArgs(checks[c][2], gx, checks[c][1], NULL);
+                Py_SETREF(gx, fixed);
+            }
+            if (differs < 0 || gx == NULL) {
+                Py_XDECREF(gx);
+                goto done;
+            }
+        }
+        int failed = accumulate(grads, x, gx) < 0 || push_creator(heap, pushed, x) < 0;
+        Py_DECREF(gx);
+        if (failed) {
+            goto done;
+        }
+    }
+    status = 0;
+done:
+    Py_XDECREF(in_nodes);
+    Py_XDECREF(outputs);
+    Py_XDECREF(gys);
+    Py_XDECREF(indexes);
+    Py_XDECREF(gxs);
+    Py_XDECREF(seq);
+    return status;
+}
+
+static PyObject *
+run(PyObject *module, PyObject *args)
+{
+    PyObject *seeds;
+    int retain_grad, clear_buffer;
+    Helpers h;
+    if (!PyArg_ParseTuple(args, "O!pp(OOOOO):run", &PyList_Type, &seeds, &retain_grad,
+                          &clear_buffer, &h.sum_to, &h.cast, &h.store_grad, &h.free,
+                          &h.call_backward)) {
+        return NULL;
+    }
+    PyObject *grads = PyDict_New(), *pushed = PySet_New(NULL), *keep = PySet_New(NULL);
+    Heap heap = {NULL, 0, 0, 0};
+    if (grads == NULL || pushed == NULL || keep == NULL) {
+        goto error;
+    }
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(seeds); k++) {
+        PyObject *seed = PyList_GET_ITEM(seeds, k);
+        if (!PyTuple_Check(seed) || PyTuple_GET_SIZE(seed) != 2 ||
+            !Py_IS_TYPE(PyTuple_GET_ITEM(seed, 0), node_type)) {
+            PyErr_SetString(PyExc_TypeError, "run: seeds must be (VariableNode, gradient) pairs");
+            goto error;
+        }
+        PyObject *node = PyTuple_GET_ITEM(seed, 0);
+        if (PySet_Add(keep, node) < 0 || accumulate(grads, node, PyTuple_GET_ITEM(seed, 1)) < 0 ||
+            push_creator(&heap, pushed, node) < 0) {
+            goto error;
+        }
+    }
+    while (heap.size) {
+        PyObject *func = heap_pop(&heap);
+        int status = backprop_one(func, grads, &heap, pushed, keep, retain_grad, clear_buffer, &h);
+        Py_DECREF(func);
+        if (status < 0) {
+            goto error;
+        }
+    }
+    heap_clear(&heap);
+    Py_DECREF(pushed);
+    Py_DECREF(keep);
+    return grads;
+error:
+    heap_clear(&heap);
+    Py_XDECREF(grads);
+    Py_XDECREF(pushed);
+    Py_XDECREF(keep);
+    return NULL;
+}
+
+/* -- set-up ---------------------------------------------------------------------- */
+
+/* FunctionNode.apply: this module's apply, with the reference's docstring. */
+static PyMethodDef apply_def = {"apply", (PyCFunction)(void (*)(void))apply, METH_FASTCALL, NULL};
+static PyObject *apply_doc;
+
+static PyObject *
+init(PyObject *module, PyObject *args)
+{
+    PyObject *var_cls, *node_cls;
+    if (!PyArg_ParseTuple(args, "O!O!OOOO!O!OOOOOO:init", &PyType_Type, &var_cls, &PyType_Type,
+                          &node_cls, &auto_forward, &enable_backprop, &function_hooks,
+                          &PyDict_Type, &namespaces, &PyDict_Type, &versions, &apply_python,
+                          &raw_namespace, &as_constant, &mixed_backends, &forward_failed,
+                          &record_versions)) {
+        return NULL;
+    }
+    PyObject *kept[] = {var_cls, node_cls, auto_forward, enable_backprop, function_hooks,
+                        namespaces, versions, apply_python, raw_namespace, as_constant,
+                        mixed_backends, forward_failed, record_versions};
+    for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
+        Py_INCREF(kept[i]); /* for good: init runs once per interpreter */
+    }
+    variable_type = (PyTypeObject *)var_cls;
+    node_type = (PyTypeObject *)node_cls;
+    struct {
+        PyTypeObject *type;
+        const char *name;
+        Py_ssize_t *offset;
+    } slots[] = {
+        {variable_type, "_data", &var_data},
+        {variable_type, "_grad_var", &var_grad},
+        {variable_type, "_node", &var_node},
+        {node_type, "_variable", &node_variable},
+        {node_type, "creator_node", &node_creator},
+        {node_type, "_data", &node_data},
+        {node_type, "name", &node_name},
+        {node_type, "requires_grad", &node_requires_grad},
+        {node_type, "rank", &node_rank},
+        {node_type, "shape", &node_shape},
+        {node_type, "dtype", &node_dtype},
+        {node_type, "persistent", &node_persistent},
+    };
+    for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++) {
+        if ((*slots[i].offset = slot_offset(slots[i].type, slots[i].name)) < 0) {
+            return NULL;
+        }
+    }
+    PyObject *doc = PyObject_GetAttrString(apply_python, "__doc__");
+    if (doc == NULL) {
+        return NULL;
+    }
+    apply_doc = PyUnicode_FromFormat("apply(self, inputs)\n--\n\n%S", doc);
+    Py_DECREF(doc);
+    if (apply_doc == NULL || (apply_def.ml_doc = PyUnicode_AsUTF8(apply_doc)) == NULL) {
+        return NULL;
+    }
+    PyObject *name = PyModule_GetNameObject(module);
+    PyObject *function = name == NULL ? NULL : PyCFunction_NewEx(&apply_def, NULL, name);
+    Py_XDECREF(name);
+    /* An instancemethod binds like a Python function, to be FunctionNode.apply. */
+    PyObject *method = function == NULL ? NULL : PyInstanceMethod_New(function);
+    Py_XDECREF(function);
+    return method;
+}
+
+static PyMethodDef methods[] = {
+    {"run", run, METH_VARARGS,
+     "run(seeds, retain_grad, clear_buffer, helpers): the ordinary backward loop."},
+    {"init", init, METH_VARARGS,
+     "init(Variable, VariableNode, ...): keep what the fast paths use; return the method "
+     "to install as FunctionNode.apply."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "agnograd._speedups",
+    "The common case of FunctionNode.apply and of the backward loop, in C.", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    struct {
+        PyObject **target;
+        const char *text;
+    } names[] = {
+        {&s_xp, "xp"},
+        {&s_forward, "forward"},
+        {&s_backward, "backward"},
+        {&s_local_hooks, "_local_hooks"},
+        {&s_differentiable, "differentiable"},
+        {&s_rank, "rank"},
+        {&s_inputs, "inputs"},
+        {&s_outputs, "outputs"},
+        {&s_retain_in, "_retain_in"},
+        {&s_retain_out, "_retain_out"},
+        {&s_saved_inputs, "_saved_inputs"},
+        {&s_saved_outputs, "_saved_outputs"},
+        {&s_shape, "shape"},
+        {&s_dtype, "dtype"},
+        {&s_label, "label"},
+        {&s_receives_variables, "backward_receives_variables"},
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if ((*names[i].target = PyUnicode_InternFromString(names[i].text)) == NULL) {
+            return NULL;
+        }
+    }
+    if ((zero = PyLong_FromLong(0)) == NULL) {
+        return NULL;
+    }
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL) {
+        return NULL;
+    }
+    return module;
+}

@@ -1,0 +1,129 @@
+"""The C fast paths (agnograd/_speedups.c) against the Python reference.
+
+The rest of the suite runs with the extension when it is built; here the core's
+tests run again on the Python reference alone, and the C paths are checked for
+what tests of behaviour do not see: references they leak or drop.
+"""
+
+import collections
+import gc
+import os
+import subprocess
+import sys
+import weakref
+
+import numpy as np
+import pytest
+
+import agnograd
+import agnograd.functions as F
+from agnograd import _function
+
+CORE_TESTS = [
+    "tests/test_engine.py",
+    "tests/test_function_node.py",
+    "tests/test_variable.py",
+    "tests/test_hooks_config.py",
+    "tests/test_inplace.py",
+    "tests/test_operators.py",
+    "tests/test_define_then_run.py",
+]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.skipif(not os.environ.get("CI"), reason="a machine without a compiler may lack it")
+def test_extension_is_built_in_ci():
+    assert _function.speedups is not None
+    assert agnograd.FunctionNode.apply.__doc__.startswith("Run forward on ``inputs``")
+
+
+@pytest.mark.slow
+def test_core_tests_pass_on_the_python_reference():
+    env = dict(os.environ, AGNOGRAD_PURE_PYTHON="1")
+    check = "import agnograd._function as f; assert f.speedups is None"
+    subprocess.run([sys.executable, "-c", check], env=env, check=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *CORE_TESTS],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+def test_graph_is_freed_by_reference_counting_alone():
+    # No reference leaked (objects would stay alive) and no cycle made (they would
+    # wait for the cyclic collector, which is switched off here).
+    x = agnograd.Variable(np.linspace(-1.0, 1.0, 8))
+    w = agnograd.Variable(np.ones(8))
+    gc.disable()
+    try:
+        h = F.tanh(x) * w + 1.0
+        y = F.sum(F.sin(h) * 0.5)
+        func = weakref.ref(h.creator_node)
+        node = weakref.ref(h.node)
+        data = weakref.ref(h.array) if hasattr(h.array, "__weakref__") else None
+        y.backward()
+        del h
+        assert func() is not None  # y's graph still holds it
+        del y
+        assert func() is None
+        assert node() is None
+        if data is not None:
+            assert data() is None
+    finally:
+        gc.enable()
+
+
+def test_inputs_and_gradients_keep_their_reference_counts():
+    a = np.linspace(0.5, 1.5, 6)
+    seed = np.ones(6)
+    x = agnograd.Variable(a)
+    before = sys.getrefcount(a), sys.getrefcount(seed)
+    for _ in range(50):
+        y = F.exp(x) * x
+        y.grad = seed
+        y.backward()
+        x.cleargrad()
+        del y
+    assert (sys.getrefcount(a), sys.getrefcount(seed)) == before
+
+
+def test_forward_error_names_the_function():
+    x = agnograd.Variable(np.ones(3))
+    with pytest.raises(ValueError, match="operands could not be broadcast") as info:
+        _ = x + np.ones(4)
+    notes = info.value.__notes__
+    assert "in agnograd Add.forward with inputs (3), float64, (4), float64" in notes
+
+
+def test_backward_returning_too_many_gradients_is_an_error():
+    class Bad(agnograd.FunctionNode):
+        def forward(self, inputs):
+            return (inputs[0] * 2,)
+
+        def backward(self, indexes, grad_outputs):
+            return (grad_outputs[0], grad_outputs[0], grad_outputs[0])
+
+    x = agnograd.Variable(np.ones(2))
+    (y,) = Bad().apply((x,))
+    y.grad = np.ones(2)
+    with pytest.raises(ValueError, match=r"backward of Bad returned 3 gradients for 1 target"):
+        y.backward()
+
+
+def test_apply_takes_any_sequence_of_inputs():
+    class Twice(agnograd.FunctionNode):
+        def forward(self, inputs):
+            return (inputs[0] * 2,)
+
+        def backward(self, indexes, grad_outputs):
+            return (grad_outputs[0] * 2,)
+
+    x = agnograd.Variable(np.ones(2))
+    # A deque is neither tuple nor list: the C path hands it to the reference.
+    for inputs in ((x,), [x], collections.deque([x]), (np.ones(2),)):
+        (y,) = Twice().apply(inputs)
+        np.testing.assert_array_equal(y.array, [2.0, 2.0])
+        assert y.requires_grad is (inputs[0] is x)
