@@ -409,7 +409,7 @@ def _load_speedups() -> Any:
         FUNCTION_HOOKS,
         _namespaces,
         _versions.versions,
-        FunctionNode.apply,  # the reference, for every case but the common one
+        apply_reference,
         _backend.raw_namespace,
         _as_constant,
         _mixed_backends,
@@ -419,4 +419,6 @@ def _load_speedups() -> Any:
     return _speedups
 
 
+#: The Python ``FunctionNode.apply``, which the C one hands every uncommon case to.
+apply_reference = FunctionNode.apply
 speedups = _load_speedups()

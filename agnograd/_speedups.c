@@ -80,6 +80,34 @@ truthy_attr(PyObject *obj, PyObject *name)
     return flag;
 }
 
+/* Leave objects that cannot be part of a reference cycle to reference counting.
+ *
+ * Every op adds a VariableNode, a FunctionNode, two weak references and a few
+ * tuples that live until backward. The cyclic collector would keep walking them,
+ * and promoting them to its oldest generation, whose full collections (walking
+ * every object of the program) then run several times as often. A weak
+ * reference without a callback holds no strong reference, and a tuple holds
+ * only its items; CPython itself untracks such tuples, but only once a
+ * collection has walked them. */
+static PyObject *
+untracked(PyObject *obj)
+{
+    if (PyTuple_CheckExact(obj)) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); i++) {
+            if (PyObject_GC_IsTracked(PyTuple_GET_ITEM(obj, i))) {
+                return obj;
+            }
+        }
+    }
+    else if (!PyWeakref_CheckRefExact(obj) || ((PyWeakReference *)obj)->wr_callback != NULL) {
+        return obj;
+    }
+    if (PyObject_GC_IsTracked(obj)) {
+        PyObject_GC_UnTrack(obj);
+    }
+    return obj;
+}
+
 /* The Variable (and its VariableNode) of a new output: _variable._new_variable. */
 static PyObject *
 new_variable(PyObject *data, int requires_grad, PyObject *creator, PyObject *rank)
@@ -102,6 +130,9 @@ new_variable(PyObject *data, int requires_grad, PyObject *creator, PyObject *ran
     PyObject *var = variable_type->tp_alloc(variable_type, 0);
     PyObject *node = node_type->tp_alloc(node_type, 0);
     PyObject *ref = var == NULL ? NULL : PyWeakref_NewRef(var, NULL);
+    if (ref != NULL) {
+        untracked(ref);
+    }
     if (ref == NULL || node == NULL) {
         Py_XDECREF(ref);
         Py_XDECREF(node);
@@ -119,7 +150,7 @@ new_variable(PyObject *data, int requires_grad, PyObject *creator, PyObject *ran
     SLOT(node, node_name) = Py_NewRef(Py_None);
     SLOT(node, node_requires_grad) = Py_NewRef(requires_grad ? Py_True : Py_False);
     SLOT(node, node_rank) = Py_NewRef(rank);
-    SLOT(node, node_shape) = shape;
+    SLOT(node, node_shape) = untracked(shape);
     SLOT(node, node_dtype) = dtype;
     SLOT(node, node_persistent) = Py_NewRef(Py_False);
     return var;
@@ -170,7 +201,7 @@ retain(PyObject *func, PyObject *arrays, PyObject *outputs)
         int status = nonempty;
         if (nonempty > 0) {
             PyObject *saved = pick(sources[k], indexes);
-            status = saved == NULL ? -1 : PyObject_SetAttr(func, names[k][1], saved);
+            status = saved == NULL ? -1 : PyObject_SetAttr(func, names[k][1], untracked(saved));
             Py_XDECREF(saved);
         }
         Py_DECREF(indexes);
@@ -355,9 +386,10 @@ apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (ref == NULL) {
             goto error;
         }
-        PyTuple_SET_ITEM(refs, i, ref);
+        PyTuple_SET_ITEM(refs, i, untracked(ref));
     }
-    if (PyObject_SetAttr(func, s_outputs, refs) < 0 || retain(func, arrays, outputs) < 0) {
+    if (PyObject_SetAttr(func, s_outputs, untracked(refs)) < 0 ||
+        retain(func, arrays, outputs) < 0) {
         goto error;
     }
 done:
@@ -522,6 +554,22 @@ pop_grad(PyObject *grads, PyObject *node)
     return g;
 }
 
+/* What the weak reference points to (a new reference; None once it is dead). */
+static PyObject *
+strong_target(PyObject *ref)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *target;
+    if (PyWeakref_GetRef(ref, &target) < 0) {
+        return NULL;
+    }
+    return target == NULL ? Py_NewRef(Py_None) : target;
+#else
+    PyObject *target = PyWeakref_GetObject(ref); /* borrowed */
+    return target == NULL ? NULL : Py_NewRef(target);
+#endif
+}
+
 /* The helpers of _engine that the loop calls for rarer steps. */
 typedef struct {
     PyObject *sum_to, *cast, *store_grad, *free, *call_backward;
@@ -562,11 +610,11 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyOb
     }
     int any = 0;
     for (Py_ssize_t k = 0; k < m; k++) {
-        PyObject *y = PyWeakref_GetObject(PyTuple_GET_ITEM(outputs, k)); /* borrowed */
+        /* A strong reference: the grads dict may hold the node's last one. */
+        PyObject *y = strong_target(PyTuple_GET_ITEM(outputs, k));
         if (y == NULL) {
             goto done;
         }
-        Py_INCREF(y); /* the grads dict may hold its last reference */
         PyObject *gy = y == Py_None ? NULL : pop_grad(grads, y);
         int failed = PyErr_Occurred() != NULL;
         if (gy != NULL) {

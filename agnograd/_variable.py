@@ -359,30 +359,34 @@ class Variable(DefineThenRun):
         data = self._data
         if data is None:
             return
-        where = f"setting the gradient of {self._describe()}"
         xp, gxp = raw_namespace(data), raw_namespace(g)
         if xp is not gxp:
-            raise TypeError(
-                f"{where}: the gradient is a {_backend.backend_name(gxp)} array but the "
-                f"data is a {_backend.backend_name(xp)} array; convert it to the data's "
-                "library"
+            raise self._grad_error(
+                TypeError,
+                f"the gradient is a {_backend.backend_name(gxp)} array but the data is a "
+                f"{_backend.backend_name(xp)} array; convert it to the data's library",
             )
         if g.dtype != data.dtype:
-            raise TypeError(
-                f"{where}: gradient dtype {dtype_name(g.dtype)} differs from data dtype "
-                f"{dtype_name(data.dtype)}; cast it with xp.astype"
+            raise self._grad_error(
+                TypeError,
+                f"gradient dtype {dtype_name(g.dtype)} differs from data dtype "
+                f"{dtype_name(data.dtype)}; cast it with xp.astype",
             )
         if tuple(g.shape) != tuple(data.shape):
-            raise ValueError(
-                f"{where}: gradient shape {tuple(g.shape)} differs from data shape "
-                f"{tuple(data.shape)}"
+            raise self._grad_error(
+                ValueError,
+                f"gradient shape {tuple(g.shape)} differs from data shape {tuple(data.shape)}",
             )
         gdev, dev = array_api_compat.device(g), array_api_compat.device(data)
         if gdev != dev:
-            raise TypeError(
-                f"{where}: gradient is on device {gdev} but the data is on {dev}; move it "
-                "with xp.to_device"
+            raise self._grad_error(
+                TypeError,
+                f"gradient is on device {gdev} but the data is on {dev}; move it with xp.to_device",
             )
+
+    def _grad_error(self, kind: type[Exception], problem: str) -> Exception:
+        # Described only on error: the description costs microseconds.
+        return kind(f"setting the gradient of {self._describe()}: {problem}")
 
     def cleargrad(self) -> None:
         """Clear the gradient (set it to ``None``).

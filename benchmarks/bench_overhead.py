@@ -2,7 +2,8 @@
 
 Forward and backward of the chain, in microseconds per op, for agnograd on NumPy
 arrays, hand-written NumPy (forward storing intermediates, backward by hand),
-torch.autograd on float64 CPU tensors, agnograd on torch tensors, and HIPS
+torch.autograd on float64 CPU tensors, agnograd on torch tensors, agnograd with
+its C fast paths switched off (``agnograd-python``, when they are built), and HIPS
 autograd and mygrad when they are installed. The arrays are so small that the
 time is almost all Python overhead: graph recording, dispatch and the backward
 loop.
@@ -31,6 +32,7 @@ import numpy as np
 
 import agnograd
 import agnograd.functions as F
+from agnograd import _engine, _function
 
 SIZE = 8
 BLOCK = 8  # ops per block of the chain (see chain)
@@ -130,52 +132,25 @@ def agnograd_step(x: Any, w: Any, seed: Any, blocks: int) -> Callable[[], Any]:
     return step
 
 
-def rules_alone(x: np.ndarray, w: np.ndarray, seed: np.ndarray, blocks: int) -> Callable[[], Any]:
-    """agnograd's rules with none of its graph machinery: the floor of a compiled core.
+def python_reference_step(
+    x: np.ndarray, w: np.ndarray, seed: np.ndarray, blocks: int
+) -> Callable[[], Any]:
+    """agnograd-numpy with its C fast paths switched off: the Python reference alone.
 
-    The chain is recorded once; each step then calls every node's ``forward`` and
-    ``backward`` directly, in an order and with value slots worked out beforehand,
-    keeping what the node's ``retain_inputs``/``retain_outputs`` ask for. What is left
-    is the rules themselves (Python written once against the array API) and a little
-    list indexing: the time of agnograd with recording and the engine's loop free.
+    What agnograd costs where its extension was not built (or with
+    ``AGNOGRAD_PURE_PYTHON=1``), measured in the same rounds as the rest.
     """
-    xv = agnograd.Variable(x)
-    wv = agnograd.Variable(w)
-    y = chain(xv, xv, wv, F.tanh, F.exp, F.sin, blocks)
-    funcs = set()
-    stack = [y.creator_node]
-    while stack:
-        f = stack.pop()
-        if f is not None and f not in funcs:
-            funcs.add(f)
-            stack.extend(n.creator_node for n in f.inputs)
-    order = sorted(funcs, key=lambda f: f.rank)
-    slots = {xv.node: 0, wv.node: 1}
-    for f in order:
-        for ref in f.outputs:
-            slots[ref()] = len(slots)
-    plan = [
-        (f, tuple(slots[n] for n in f.inputs), tuple(slots[r()] for r in f.outputs)) for f in order
-    ]
-    last = slots[y.node]
+    inner = agnograd_step(x, w, seed, blocks)
 
     def step() -> tuple[Any, Any]:
-        values: list[Any] = [None] * len(slots)
-        values[0], values[1] = x, w
-        for f, ins, outs in plan:
-            arrays = tuple([values[i] for i in ins])
-            ys = f.forward(arrays)
-            f._saved_inputs = tuple([arrays[i] for i in f._retain_in])
-            f._saved_outputs = tuple([ys[i] for i in f._retain_out])
-            for i, v in zip(outs, ys, strict=True):
-                values[i] = v
-        grads: list[Any] = [None] * len(slots)
-        grads[last] = seed
-        for f, ins, outs in reversed(plan):
-            gxs = f.backward(tuple(range(len(ins))), tuple([grads[i] for i in outs]))
-            for i, g in zip(ins, gxs, strict=True):
-                grads[i] = g if grads[i] is None else grads[i] + g
-        return grads[0], grads[1]
+        fast_apply, fast_loop = vars(agnograd.FunctionNode)["apply"], _engine.speedups
+        agnograd.FunctionNode.apply = _function.apply_reference  # type: ignore[method-assign]
+        _engine.speedups = None
+        try:
+            return inner()
+        finally:
+            agnograd.FunctionNode.apply = fast_apply  # type: ignore[method-assign]
+            _engine.speedups = fast_loop
 
     return step
 
@@ -234,8 +209,9 @@ def contestants(ops: int, skip: set[str], split: bool) -> tuple[dict[str, Callab
     steps: dict[str, Callable[[], Any]] = {
         "hand-numpy": hand_numpy(x, w, seed, blocks),
         "agnograd-numpy": agnograd_step(x, w, seed, blocks),
-        "agnograd-rules-alone": rules_alone(x, w, seed, blocks),
     }
+    if _function.speedups is not None:
+        steps["agnograd-python"] = python_reference_step(x, w, seed, blocks)
     torch = _harness.torch_single_thread()
     if torch is not None:
         steps["torch.autograd"] = torch_step(torch, x, w, seed, blocks)
@@ -294,7 +270,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ("agnograd-numpy", "hand-numpy", TARGETS["hand"]),
             ("agnograd-numpy", "torch.autograd", TARGETS["torch"]),
             ("torch.autograd", "hand-numpy", None),
-            ("agnograd-rules-alone", "hand-numpy", None),
+            ("agnograd-python", "hand-numpy", None),
+            ("agnograd-numpy", "agnograd-python", None),
             ("agnograd-torch", "torch.autograd", None),
             ("autograd", "hand-numpy", None),
             ("mygrad", "hand-numpy", None),
