@@ -300,9 +300,7 @@ class FunctionNode:
 
     def add_hook(self, hook: Any, name: str | None = None) -> None:
         """Register a function hook on this node only."""
-        if self._local_hooks is None:
-            self._local_hooks = {}
-        self._local_hooks[name or hook.name] = hook
+        self.local_function_hooks[name or hook.name] = hook
 
     def delete_hook(self, name: str) -> None:
         """Remove the local hook registered as ``name``."""
@@ -315,6 +313,8 @@ class FunctionNode:
         """Hooks registered on this node with :meth:`add_hook`."""
         if self._local_hooks is None:
             self._local_hooks = {}
+            if speedups is not None:  # from now on the C paths look for local hooks
+                speedups.local_hooks_exist()
         return self._local_hooks
 
     def _all_hooks(self) -> list[Any]:

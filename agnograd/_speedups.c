@@ -38,6 +38,10 @@ static PyObject *versions;    /* dict: id(array) -> in-place writes */
 static PyObject *apply_python, *raw_namespace, *as_constant, *mixed_backends,
     *forward_failed, *record_versions;
 
+/* Whether any function node was ever given local hooks (local_hooks_exist()): until
+ * then no node has them, and apply and the loop skip looking. */
+static int local_hooks_exist;
+
 static PyObject *s_xp, *s_forward, *s_backward, *s_local_hooks, *s_differentiable, *s_rank,
     *s_inputs, *s_outputs, *s_retain_in, *s_retain_out, *s_saved_inputs, *s_saved_outputs,
     *s_shape, *s_dtype, *s_label, *s_receives_variables, *zero;
@@ -256,7 +260,7 @@ apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (hooks < 0) {
         return NULL;
     }
-    int local_hooks = hooks ? 0 : truthy_attr(func, s_local_hooks);
+    int local_hooks = hooks || !local_hooks_exist ? 0 : truthy_attr(func, s_local_hooks);
     if (local_hooks < 0) {
         return NULL;
     }
@@ -666,7 +670,7 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyOb
         goto done;
     }
     int extras = truthy_attr(func, s_receives_variables);
-    if (extras == 0) {
+    if (extras == 0 && local_hooks_exist) {
         extras = truthy_attr(func, s_local_hooks);
     }
     if (extras < 0) {
@@ -870,7 +874,16 @@ init(PyObject *module, PyObject *args)
     return method;
 }
 
+static PyObject *
+note_local_hooks(PyObject *module, PyObject *unused)
+{
+    local_hooks_exist = 1;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"local_hooks_exist", note_local_hooks, METH_NOARGS,
+     "local_hooks_exist(): some function node now has local hooks; look for them."},
     {"run", run, METH_VARARGS,
      "run(seeds, retain_grad, clear_buffer, helpers): the ordinary backward loop."},
     {"init", init, METH_VARARGS,
