@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agnograd import _backend, _versions
 from agnograd._abstract import Abstract, DataDependentError
@@ -16,7 +16,47 @@ from agnograd._variable import Variable, VariableNode, _empty_variable, _new_var
 _weakref = weakref.ref
 
 
-class FunctionNode:
+def _import_speedups() -> Any:
+    """agnograd's C extension (``agnograd/_speedups.c``); ``None`` where it was not
+    built or ``AGNOGRAD_PURE_PYTHON`` is set to a non-empty value."""
+    if os.environ.get("AGNOGRAD_PURE_PYTHON"):
+        return None
+    try:
+        from agnograd import _speedups  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _speedups
+
+
+speedups = _import_speedups()
+
+
+class _NodeState:
+    """What every function node keeps, with its defaults.
+
+    Where the C extension is built, FunctionNode derives from its ``NodeBase``
+    instead, which holds the same attributes, with the same defaults, in C fields.
+    """
+
+    inputs: tuple[VariableNode, ...] | None = None
+    outputs: tuple[weakref.ref[VariableNode], ...] | None = None
+    rank: int = 0
+    xp: Any = None
+    _saved_inputs: tuple[Any, ...] | None = None
+    _saved_outputs: tuple[Any, ...] | None = None
+    _saved_versions: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    _local_hooks: dict[str, Any] | None = None
+    # Set by the engine while backward runs on Variables (double backprop).
+    _variables_in_backward = False
+
+
+if TYPE_CHECKING:
+    _Base = _NodeState
+else:
+    _Base = _NodeState if speedups is None else speedups.NodeBase
+
+
+class FunctionNode(_Base):
     """One operation of the graph: a forward on raw arrays and a backward rule.
 
     Subclasses implement :meth:`forward` once against the array API (``self.xp`` is
@@ -45,18 +85,8 @@ class FunctionNode:
     array([ 3., 12.])
     """
 
-    inputs: tuple[VariableNode, ...] | None = None
-    outputs: tuple[weakref.ref[VariableNode], ...] | None = None
-    rank: int = 0
-    xp: Any = None
     _retain_in: tuple[int, ...] = ()
     _retain_out: tuple[int, ...] = ()
-    _saved_inputs: tuple[Any, ...] | None = None
-    _saved_outputs: tuple[Any, ...] | None = None
-    _saved_versions: tuple[tuple[int, ...], tuple[int, ...]] | None = None
-    _local_hooks: dict[str, Any] | None = None
-    # Set by the engine while backward runs on Variables (double backprop).
-    _variables_in_backward = False
 
     #: False for functions without a gradient (comparisons, ``argmax``, ...): their
     #: outputs never require one.
@@ -313,8 +343,6 @@ class FunctionNode:
         """Hooks registered on this node with :meth:`add_hook`."""
         if self._local_hooks is None:
             self._local_hooks = {}
-            if speedups is not None:  # from now on the C paths look for local hooks
-                speedups.local_hooks_exist()
         return self._local_hooks
 
     def _all_hooks(self) -> list[Any]:
@@ -391,17 +419,9 @@ def _mixed_backends(func: FunctionNode, xp: Any, other: Any) -> TypeError:
     )
 
 
-def _load_speedups() -> Any:
-    """The C fast paths (``agnograd/_speedups.c``), with ``FunctionNode.apply``
-    replaced by the C one; ``None`` where the extension was not built or
-    ``AGNOGRAD_PURE_PYTHON`` is set to a non-empty value."""
-    if os.environ.get("AGNOGRAD_PURE_PYTHON"):
-        return None
-    try:
-        from agnograd import _speedups  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    FunctionNode.apply = _speedups.init(  # type: ignore[method-assign]
+def _set_up_speedups() -> None:
+    """Hand the C paths what they use, and make the C apply ``FunctionNode.apply``."""
+    FunctionNode.apply = speedups.init(  # type: ignore[method-assign]
         Variable,
         VariableNode,
         AUTO_FORWARD,
@@ -416,9 +436,9 @@ def _load_speedups() -> Any:
         _forward_failed,
         _record_versions,
     )
-    return _speedups
 
 
 #: The Python ``FunctionNode.apply``, which the C one hands every uncommon case to.
 apply_reference = FunctionNode.apply
-speedups = _load_speedups()
+if speedups is not None:
+    _set_up_speedups()

@@ -27,6 +27,106 @@
 
 #define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
 
+/* -- the state of a function node ----------------------------------------------
+ *
+ * FunctionNode derives from NodeBase when this module is built (from a Python
+ * class with the same attributes and defaults otherwise): the state that apply
+ * and the loop touch for every node lives in C fields rather than in the
+ * instance dict. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *inputs;  /* tuple of VariableNodes, or None */
+    PyObject *outputs; /* tuple of weak references to VariableNodes, or None */
+    PyObject *rank;    /* int */
+    PyObject *xp;
+    PyObject *saved_inputs, *saved_outputs, *saved_versions;
+    PyObject *local_hooks;
+    char variables_in_backward;
+} NodeBase;
+
+static PyMemberDef node_base_members[] = {
+    {"inputs", T_OBJECT, offsetof(NodeBase, inputs), 0, NULL},
+    {"outputs", T_OBJECT, offsetof(NodeBase, outputs), 0, NULL},
+    {"rank", T_OBJECT, offsetof(NodeBase, rank), 0, NULL},
+    {"xp", T_OBJECT, offsetof(NodeBase, xp), 0, NULL},
+    {"_saved_inputs", T_OBJECT, offsetof(NodeBase, saved_inputs), 0, NULL},
+    {"_saved_outputs", T_OBJECT, offsetof(NodeBase, saved_outputs), 0, NULL},
+    {"_saved_versions", T_OBJECT, offsetof(NodeBase, saved_versions), 0, NULL},
+    {"_local_hooks", T_OBJECT, offsetof(NodeBase, local_hooks), 0, NULL},
+    {"_variables_in_backward", T_BOOL, offsetof(NodeBase, variables_in_backward), 0, NULL},
+    {NULL},
+};
+
+static PyObject *zero;
+
+static PyObject *
+node_base_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    if ((PyTuple_GET_SIZE(args) || (kwargs != NULL && PyDict_GET_SIZE(kwargs))) &&
+        type->tp_init == PyBaseObject_Type.tp_init) {
+        PyErr_Format(PyExc_TypeError, "%.200s() takes no arguments", type->tp_name);
+        return NULL;
+    }
+    NodeBase *self = (NodeBase *)type->tp_alloc(type, 0);
+    if (self != NULL) {
+        self->rank = Py_NewRef(zero);
+    }
+    return (PyObject *)self;
+}
+
+/* NodeBase is a static type under heap-type subclasses: their subtype_traverse
+ * visits the type and their subtype_dealloc releases it. */
+static int
+node_base_traverse(NodeBase *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->inputs);
+    Py_VISIT(self->outputs);
+    Py_VISIT(self->rank);
+    Py_VISIT(self->xp);
+    Py_VISIT(self->saved_inputs);
+    Py_VISIT(self->saved_outputs);
+    Py_VISIT(self->saved_versions);
+    Py_VISIT(self->local_hooks);
+    return 0;
+}
+
+static int
+node_base_clear(NodeBase *self)
+{
+    Py_CLEAR(self->inputs);
+    Py_CLEAR(self->outputs);
+    Py_CLEAR(self->rank);
+    Py_CLEAR(self->xp);
+    Py_CLEAR(self->saved_inputs);
+    Py_CLEAR(self->saved_outputs);
+    Py_CLEAR(self->saved_versions);
+    Py_CLEAR(self->local_hooks);
+    return 0;
+}
+
+static void
+node_base_dealloc(NodeBase *self)
+{
+    PyObject_GC_UnTrack(self);
+    node_base_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject NodeBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "agnograd._speedups.NodeBase",
+    .tp_doc = "The per-node state of FunctionNode, in C fields.",
+    .tp_basicsize = sizeof(NodeBase),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = node_base_new,
+    .tp_traverse = (traverseproc)node_base_traverse,
+    .tp_clear = (inquiry)node_base_clear,
+    .tp_dealloc = (destructor)node_base_dealloc,
+    .tp_members = node_base_members,
+};
+
+#define NODE(func) ((NodeBase *)(func))
+
 /* What init() is given, kept for the life of the interpreter. */
 static PyTypeObject *variable_type, *node_type;
 static Py_ssize_t var_data, var_grad, var_node;
@@ -38,13 +138,8 @@ static PyObject *versions;    /* dict: id(array) -> in-place writes */
 static PyObject *apply_python, *raw_namespace, *as_constant, *mixed_backends,
     *forward_failed, *record_versions;
 
-/* Whether any function node was ever given local hooks (local_hooks_exist()): until
- * then no node has them, and apply and the loop skip looking. */
-static int local_hooks_exist;
-
-static PyObject *s_xp, *s_forward, *s_backward, *s_local_hooks, *s_differentiable, *s_rank,
-    *s_inputs, *s_outputs, *s_retain_in, *s_retain_out, *s_saved_inputs, *s_saved_outputs,
-    *s_shape, *s_dtype, *s_label, *s_receives_variables, *zero;
+static PyObject *s_forward, *s_backward, *s_differentiable, *s_retain_in, *s_retain_out,
+    *s_shape, *s_dtype, *s_label, *s_receives_variables;
 
 static Py_ssize_t
 slot_offset(PyTypeObject *type, const char *name)
@@ -194,23 +289,22 @@ pick(PyObject *items, PyObject *indexes)
 static int
 retain(PyObject *func, PyObject *arrays, PyObject *outputs)
 {
-    PyObject *names[2][2] = {{s_retain_in, s_saved_inputs}, {s_retain_out, s_saved_outputs}};
+    PyObject *names[2] = {s_retain_in, s_retain_out};
     PyObject *sources[2] = {arrays, outputs};
+    PyObject **targets[2] = {&NODE(func)->saved_inputs, &NODE(func)->saved_outputs};
     for (int k = 0; k < 2; k++) {
-        PyObject *indexes = PyObject_GetAttr(func, names[k][0]);
+        PyObject *indexes = PyObject_GetAttr(func, names[k]);
         if (indexes == NULL) {
             return -1;
         }
         int nonempty = PyObject_IsTrue(indexes);
-        int status = nonempty;
-        if (nonempty > 0) {
-            PyObject *saved = pick(sources[k], indexes);
-            status = saved == NULL ? -1 : PyObject_SetAttr(func, names[k][1], untracked(saved));
-            Py_XDECREF(saved);
-        }
+        PyObject *saved = nonempty > 0 ? pick(sources[k], indexes) : NULL;
         Py_DECREF(indexes);
-        if (status < 0) {
+        if (nonempty < 0 || (nonempty && saved == NULL)) {
             return -1;
+        }
+        if (saved != NULL) {
+            Py_XSETREF(*targets[k], untracked(saved));
         }
     }
     if (PyDict_GET_SIZE(versions)) {
@@ -260,11 +354,11 @@ apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (hooks < 0) {
         return NULL;
     }
-    int local_hooks = hooks || !local_hooks_exist ? 0 : truthy_attr(func, s_local_hooks);
-    if (local_hooks < 0) {
-        return NULL;
-    }
-    if (!eager || hooks || local_hooks || !(PyTuple_CheckExact(inputs) || PyList_CheckExact(inputs))) {
+    int node_base = PyObject_TypeCheck(func, &NodeBaseType);
+    PyObject *local = node_base ? NODE(func)->local_hooks : NULL;
+    int local_hooks = local != NULL && local != Py_None && PyObject_IsTrue(local);
+    if (!eager || hooks || local_hooks || !node_base ||
+        !(PyTuple_CheckExact(inputs) || PyList_CheckExact(inputs))) {
         return PyObject_Vectorcall(apply_python, args, 2, NULL);
     }
 
@@ -333,9 +427,7 @@ apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             Py_DECREF(other);
         }
     }
-    if (PyObject_SetAttr(func, s_xp, xp == NULL ? Py_None : xp) < 0) {
-        goto error;
-    }
+    Py_XSETREF(NODE(func)->xp, Py_NewRef(xp == NULL ? Py_None : xp));
     PyObject *returned = PyObject_CallMethodOneArg(func, s_forward, arrays);
     if (returned == NULL) {
         note_forward_error(func, arrays);
@@ -375,11 +467,11 @@ apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     out_rank = PyLong_FromLong(max_rank + 1);
     refs = PyTuple_New(m);
-    if (out_rank == NULL || refs == NULL ||
-        PyObject_SetAttr(func, s_rank, rank == NULL ? zero : rank) < 0 ||
-        PyObject_SetAttr(func, s_inputs, nodes) < 0) {
+    if (out_rank == NULL || refs == NULL) {
         goto error;
     }
+    Py_XSETREF(NODE(func)->rank, Py_NewRef(rank == NULL ? zero : rank));
+    Py_XSETREF(NODE(func)->inputs, Py_NewRef(nodes));
     for (Py_ssize_t i = 0; i < m; i++) {
         PyObject *var = new_variable(PySequence_Fast_GET_ITEM(outputs, i), 1, func, out_rank);
         if (var == NULL) {
@@ -392,8 +484,8 @@ apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         PyTuple_SET_ITEM(refs, i, untracked(ref));
     }
-    if (PyObject_SetAttr(func, s_outputs, untracked(refs)) < 0 ||
-        retain(func, arrays, outputs) < 0) {
+    Py_XSETREF(NODE(func)->outputs, Py_NewRef(untracked(refs)));
+    if (retain(func, arrays, outputs) < 0) {
         goto error;
     }
 done:
@@ -440,13 +532,13 @@ entry_less(const Entry *a, const Entry *b)
 static int
 heap_push(Heap *heap, PyObject *func)
 {
-    long rank;
-    PyObject *r = PyObject_GetAttr(func, s_rank);
-    if (r == NULL) {
+    if (!PyObject_TypeCheck(func, &NodeBaseType)) {
+        PyErr_Format(PyExc_TypeError, "backward: a creator_node must be a FunctionNode, not %.100s",
+                     Py_TYPE(func)->tp_name);
         return -1;
     }
-    rank = PyLong_AsLong(r);
-    Py_DECREF(r);
+    PyObject *r = NODE(func)->rank;
+    long rank = r == NULL ? 0 : PyLong_AsLong(r);
     if (rank == -1 && PyErr_Occurred()) {
         return -1;
     }
@@ -587,11 +679,9 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyOb
     int status = -1;
     PyObject *in_nodes = NULL, *outputs = NULL, *gys = NULL, *indexes = NULL, *gxs = NULL;
     PyObject *seq = NULL;
-    in_nodes = PyObject_GetAttr(func, s_inputs);
-    if (in_nodes == NULL) {
-        goto done;
-    }
-    if (!PyTuple_Check(in_nodes)) {
+    /* Only NodeBase instances enter the heap (heap_push). */
+    in_nodes = Py_XNewRef(NODE(func)->inputs);
+    if (in_nodes == NULL || !PyTuple_Check(in_nodes)) {
         PyObject *label = PyObject_GetAttr(func, s_label);
         if (label != NULL) {
             PyErr_Format(PyExc_RuntimeError,
@@ -600,11 +690,9 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyOb
         }
         goto done;
     }
-    outputs = PyObject_GetAttr(func, s_outputs);
+    outputs = Py_XNewRef(NODE(func)->outputs);
     if (outputs == NULL || !PyTuple_Check(outputs)) {
-        if (outputs != NULL) {
-            PyErr_SetString(PyExc_TypeError, "a function node's outputs must be a tuple");
-        }
+        PyErr_SetString(PyExc_TypeError, "a function node's outputs must be a tuple");
         goto done;
     }
     Py_ssize_t m = PyTuple_GET_SIZE(outputs);
@@ -670,8 +758,8 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyOb
         goto done;
     }
     int extras = truthy_attr(func, s_receives_variables);
-    if (extras == 0 && local_hooks_exist) {
-        extras = truthy_attr(func, s_local_hooks);
+    if (extras == 0 && NODE(func)->local_hooks != NULL && NODE(func)->local_hooks != Py_None) {
+        extras = PyObject_IsTrue(NODE(func)->local_hooks);
     }
     if (extras < 0) {
         goto done;
@@ -874,16 +962,8 @@ init(PyObject *module, PyObject *args)
     return method;
 }
 
-static PyObject *
-note_local_hooks(PyObject *module, PyObject *unused)
-{
-    local_hooks_exist = 1;
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef methods[] = {
-    {"local_hooks_exist", note_local_hooks, METH_NOARGS,
-     "local_hooks_exist(): some function node now has local hooks; look for them."},
+
     {"run", run, METH_VARARGS,
      "run(seeds, retain_grad, clear_buffer, helpers): the ordinary backward loop."},
     {"init", init, METH_VARARGS,
@@ -904,18 +984,11 @@ PyInit__speedups(void)
         PyObject **target;
         const char *text;
     } names[] = {
-        {&s_xp, "xp"},
         {&s_forward, "forward"},
         {&s_backward, "backward"},
-        {&s_local_hooks, "_local_hooks"},
         {&s_differentiable, "differentiable"},
-        {&s_rank, "rank"},
-        {&s_inputs, "inputs"},
-        {&s_outputs, "outputs"},
         {&s_retain_in, "_retain_in"},
         {&s_retain_out, "_retain_out"},
-        {&s_saved_inputs, "_saved_inputs"},
-        {&s_saved_outputs, "_saved_outputs"},
         {&s_shape, "shape"},
         {&s_dtype, "dtype"},
         {&s_label, "label"},
@@ -931,6 +1004,11 @@ PyInit__speedups(void)
     }
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) {
+        return NULL;
+    }
+    if (PyType_Ready(&NodeBaseType) < 0 ||
+        PyModule_AddObjectRef(module, "NodeBase", (PyObject *)&NodeBaseType) < 0) {
+        Py_DECREF(module);
         return NULL;
     }
     return module;
