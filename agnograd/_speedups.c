@@ -112,6 +112,25 @@ node_base_dealloc(NodeBase *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+static PyObject *
+node_base_getstate(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *fields = PyDict_New();
+    if (fields == NULL) return NULL;
+    for (PyMemberDef *m = node_base_members; m->name != NULL; m++) {
+        PyObject *v = PyMember_GetOne((const char *)self, m);
+        if (v == NULL || PyDict_SetItemString(fields, m->name, v) < 0) {
+            Py_XDECREF(v); Py_DECREF(fields); return NULL;
+        }
+        Py_DECREF(v);
+    }
+    PyObject *dict = PyObject_GenericGetDict(self, NULL);
+    if (dict == NULL) { PyErr_Clear(); dict = Py_NewRef(Py_None); }
+    return Py_BuildValue("(NN)", dict, fields);
+}
+static PyMethodDef node_base_methods[] = {
+    {"__getstate__", node_base_getstate, METH_NOARGS, NULL}, {NULL}};
+
 static PyTypeObject NodeBaseType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "agnograd._speedups.NodeBase",
@@ -123,6 +142,7 @@ static PyTypeObject NodeBaseType = {
     .tp_clear = (inquiry)node_base_clear,
     .tp_dealloc = (destructor)node_base_dealloc,
     .tp_members = node_base_members,
+    .tp_methods = node_base_methods,
 };
 
 #define NODE(func) ((NodeBase *)(func))
@@ -162,6 +182,10 @@ context_flag(PyObject *var)
     if (PyContextVar_Get(var, NULL, &value) < 0) {
         return -1;
     }
+    if (value == NULL) {
+        PyErr_SetString(PyExc_LookupError, "_speedups: a configuration variable has no value");
+        return -1;
+    }
     int flag = value == Py_True ? 1 : value == Py_False ? 0 : PyObject_IsTrue(value);
     Py_DECREF(value);
     return flag;
@@ -193,7 +217,11 @@ untracked(PyObject *obj)
 {
     if (PyTuple_CheckExact(obj)) {
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); i++) {
-            if (PyObject_GC_IsTracked(PyTuple_GET_ITEM(obj, i))) {
+            /* As CPython's own rule: an untracked dict is re-tracked once it holds a
+             * container, an untracked tuple never is. */
+            PyObject *item = PyTuple_GET_ITEM(obj, i);
+            if (PyObject_IS_GC(item) &&
+                !(PyTuple_CheckExact(item) && !PyObject_GC_IsTracked(item))) {
                 return obj;
             }
         }
@@ -259,14 +287,15 @@ new_variable(PyObject *data, int requires_grad, PyObject *creator, PyObject *ran
 static PyObject *
 pick(PyObject *items, PyObject *indexes)
 {
-    PyObject *seq = PySequence_Fast(indexes, "retained indexes must be a sequence of ints");
+    /* Tuples, whose items stay put while __index__ runs Python code. */
+    PyObject *seq = PySequence_Tuple(indexes);
     if (seq == NULL) {
         return NULL;
     }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), size = PySequence_Fast_GET_SIZE(items);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq), size = PyTuple_GET_SIZE(items);
     PyObject *result = PyTuple_New(n);
     for (Py_ssize_t k = 0; result != NULL && k < n; k++) {
-        Py_ssize_t i = PyNumber_AsSsize_t(PySequence_Fast_GET_ITEM(seq, k), PyExc_IndexError);
+        Py_ssize_t i = PyNumber_AsSsize_t(PyTuple_GET_ITEM(seq, k), PyExc_IndexError);
         if (i == -1 && PyErr_Occurred()) {
             Py_CLEAR(result);
             break;
@@ -279,7 +308,7 @@ pick(PyObject *items, PyObject *indexes)
             Py_CLEAR(result);
             break;
         }
-        PyTuple_SET_ITEM(result, k, Py_NewRef(PySequence_Fast_GET_ITEM(items, i)));
+        PyTuple_SET_ITEM(result, k, Py_NewRef(PyTuple_GET_ITEM(items, i)));
     }
     Py_DECREF(seq);
     return result;
@@ -338,13 +367,12 @@ note_forward_error(PyObject *func, PyObject *arrays)
 }
 
 static PyObject *
-apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "apply(self, inputs) takes the node and its inputs");
-        return NULL;
+    if (nargs != 2 || kwnames != NULL) { /* keywords, or a wrong call: the reference's */
+        return PyObject_Vectorcall(apply_python, args, nargs, kwnames);
     }
-    PyObject *func = args[0], *inputs = args[1];
+    PyObject *func = args[0];
     /* The common case only; everything else is the reference's. */
     int eager = context_flag(auto_forward);
     if (eager < 0) {
@@ -356,13 +384,21 @@ apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     int node_base = PyObject_TypeCheck(func, &NodeBaseType);
     PyObject *local = node_base ? NODE(func)->local_hooks : NULL;
-    int local_hooks = local != NULL && local != Py_None && PyObject_IsTrue(local);
+    int local_hooks = local == NULL || local == Py_None ? 0 : PyObject_IsTrue(local);
+    if (local_hooks < 0) {
+        return NULL;
+    }
     if (!eager || hooks || local_hooks || !node_base ||
-        !(PyTuple_CheckExact(inputs) || PyList_CheckExact(inputs))) {
+        !(PyTuple_CheckExact(args[1]) || PyList_CheckExact(args[1]))) {
         return PyObject_Vectorcall(apply_python, args, 2, NULL);
     }
-
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(inputs);
+    /* A tuple (the same one, or a copy of a list), whose items stay put while
+     * Python code runs. */
+    PyObject *inputs = PySequence_Tuple(args[1]);
+    if (inputs == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(inputs);
     PyObject *nodes = PyTuple_New(n), *arrays = PyTuple_New(n);
     PyObject *xp = NULL, *rank = NULL, *outputs = NULL, *results = NULL, *refs = NULL;
     PyObject *out_rank = NULL;
@@ -372,7 +408,7 @@ apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         goto error;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *x = PySequence_Fast_GET_ITEM(inputs, i);
+        PyObject *x = PyTuple_GET_ITEM(inputs, i);
         if (PyObject_TypeCheck(x, variable_type)) {
             Py_INCREF(x);
         }
@@ -385,22 +421,26 @@ apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             /* Half-built objects: the reference raises the proper error. */
             Py_DECREF(x);
             Py_XDECREF(xp);
+            Py_XDECREF(rank);
             Py_DECREF(nodes);
             Py_DECREF(arrays);
+            Py_DECREF(inputs);
             return PyObject_Vectorcall(apply_python, args, 2, NULL);
         }
         PyTuple_SET_ITEM(nodes, i, Py_NewRef(node));
         PyTuple_SET_ITEM(arrays, i, Py_NewRef(data));
         Py_DECREF(x); /* its node and data are held by the tuples */
         PyObject *flag = SLOT(node, node_requires_grad);
-        if (flag == Py_True || (flag != Py_False && PyObject_IsTrue(flag) > 0)) {
-            requires_grad = 1;
+        int wanted = flag == Py_True ? 1 : flag == Py_False ? 0 : PyObject_IsTrue(flag);
+        if (wanted < 0) {
+            goto error;
         }
+        requires_grad |= wanted;
         long r = PyLong_AsLong(SLOT(node, node_rank));
         if (r == -1 && PyErr_Occurred()) {
             goto error;
         }
-        if (rank == NULL || r > max_rank) {
+        if (n == 1 || r > max_rank) { /* one input: its rank; several: max(0, ...) */
             max_rank = r;
             Py_XSETREF(rank, Py_NewRef(SLOT(node, node_rank)));
         }
@@ -433,7 +473,7 @@ apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         note_forward_error(func, arrays);
         goto error;
     }
-    outputs = PySequence_Fast(returned, "forward must return a tuple of arrays");
+    outputs = PySequence_Tuple(returned);
     Py_DECREF(returned);
     if (outputs == NULL) {
         goto error;
@@ -449,7 +489,7 @@ apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (record < 0) {
         goto error;
     }
-    Py_ssize_t m = PySequence_Fast_GET_SIZE(outputs);
+    Py_ssize_t m = PyTuple_GET_SIZE(outputs);
     results = PyTuple_New(m);
     if (results == NULL) {
         goto error;
@@ -457,7 +497,7 @@ apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (!record) {
         for (Py_ssize_t i = 0; i < m; i++) {
             PyObject *var =
-                new_variable(PySequence_Fast_GET_ITEM(outputs, i), requires_grad, Py_None, zero);
+                new_variable(PyTuple_GET_ITEM(outputs, i), requires_grad, Py_None, zero);
             if (var == NULL) {
                 goto error;
             }
@@ -473,7 +513,7 @@ apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_XSETREF(NODE(func)->rank, Py_NewRef(rank == NULL ? zero : rank));
     Py_XSETREF(NODE(func)->inputs, Py_NewRef(nodes));
     for (Py_ssize_t i = 0; i < m; i++) {
-        PyObject *var = new_variable(PySequence_Fast_GET_ITEM(outputs, i), 1, func, out_rank);
+        PyObject *var = new_variable(PyTuple_GET_ITEM(outputs, i), 1, func, out_rank);
         if (var == NULL) {
             goto error;
         }
@@ -496,8 +536,10 @@ done:
     Py_DECREF(outputs);
     Py_DECREF(nodes);
     Py_DECREF(arrays);
+    Py_DECREF(inputs);
     return results;
 error:
+    Py_XDECREF(inputs);
     Py_XDECREF(xp);
     Py_XDECREF(rank);
     Py_XDECREF(out_rank);
@@ -602,6 +644,17 @@ heap_clear(Heap *heap)
     PyMem_Free(heap->items);
 }
 
+static PyObject *s_requires_grad, *s_creator_node;
+/* A VariableNode attribute as a new reference: its slot, or getattr as the reference does. */
+static PyObject *
+node_attr(PyObject *x, Py_ssize_t offset, PyObject *name)
+{
+    if (Py_IS_TYPE(x, node_type) && SLOT(x, offset) != NULL) {
+        return Py_NewRef(SLOT(x, offset));
+    }
+    return PyObject_GetAttr(x, name);
+}
+
 /* grads[node] += g (or = g), consuming no reference. */
 static int
 accumulate(PyObject *grads, PyObject *node, PyObject *g)
@@ -623,15 +676,14 @@ accumulate(PyObject *grads, PyObject *node, PyObject *g)
 static int
 push_creator(Heap *heap, PyObject *pushed, PyObject *node)
 {
-    PyObject *creator = SLOT(node, node_creator);
-    if (creator == NULL || creator == Py_None) {
-        return 0;
+    PyObject *creator = node_attr(node, node_creator, s_creator_node);
+    if (creator == NULL) {
+        return -1;
     }
-    int seen = PySet_Contains(pushed, creator);
-    if (seen != 0) {
-        return seen < 0 ? -1 : 0;
-    }
-    return PySet_Add(pushed, creator) < 0 ? -1 : heap_push(heap, creator);
+    int seen = creator == Py_None ? 1 : PySet_Contains(pushed, creator);
+    int status = seen < 0 ? -1 : seen ? 0 : PySet_Add(pushed, creator) < 0 ? -1 : heap_push(heap, creator);
+    Py_DECREF(creator);
+    return status;
 }
 
 /* grads.pop(node, None) as a new reference (NULL, with no error, if absent). */
@@ -737,8 +789,9 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyOb
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *flag = SLOT(PyTuple_GET_ITEM(in_nodes, i), node_requires_grad);
-        int wanted = flag == Py_True ? 1 : flag == Py_False ? 0 : PyObject_IsTrue(flag);
+        PyObject *flag = node_attr(PyTuple_GET_ITEM(in_nodes, i), node_requires_grad, s_requires_grad);
+        int wanted = flag == NULL ? -1 : PyObject_IsTrue(flag);
+        Py_XDECREF(flag);
         if (wanted < 0) {
             goto done;
         }
@@ -765,7 +818,11 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyOb
         goto done;
     }
     if (extras) {
-        gxs = PyObject_CallFunctionObjArgs(h->call_backward, func, in_nodes, indexes, gys, NULL);
+        PyObject *gy_list = PySequence_List(gys); /* the reference hands hooks a list */
+        gxs = gy_list == NULL ? NULL
+                              : PyObject_CallFunctionObjArgs(h->call_backward, func, in_nodes,
+                                                             indexes, gy_list, NULL);
+        Py_XDECREF(gy_list);
     }
     else {
         PyObject *call_args[3] = {func, indexes, gys};
@@ -783,11 +840,11 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyOb
         }
         Py_DECREF(r);
     }
-    seq = PySequence_Fast(gxs, "backward must return a tuple of gradients");
+    Py_ssize_t given = PyObject_Size(gxs); /* as len(gxs) in the reference */
+    seq = given < 0 ? NULL : PySequence_Tuple(gxs);
     if (seq == NULL) {
         goto done;
     }
-    Py_ssize_t given = PySequence_Fast_GET_SIZE(seq);
     int by_input = 0; /* one gradient per input rather than per target index */
     if (given != count) {
         if (given != n) {
@@ -804,7 +861,7 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyOb
     }
     for (Py_ssize_t k = 0; k < count; k++) {
         Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(indexes, k));
-        PyObject *gx = PySequence_Fast_GET_ITEM(seq, by_input ? i : k);
+        PyObject *gx = PyTuple_GET_ITEM(seq, by_input ? i : k);
         if (gx == Py_None) {
             continue;
         }
@@ -813,11 +870,13 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyOb
         }
         Py_INCREF(gx);
         PyObject *x = PyTuple_GET_ITEM(in_nodes, i);
-        PyObject *checks[2][3] = {{s_shape, SLOT(x, node_shape), h->sum_to},
-                                  {s_dtype, SLOT(x, node_dtype), h->cast}};
+        PyObject *checks[2][3] = {{s_shape, NULL, h->sum_to}, {s_dtype, NULL, h->cast}};
+        Py_ssize_t offsets[2] = {node_shape, node_dtype};
         for (int c = 0; c < 2; c++) {
             PyObject *have = PyObject_GetAttr(gx, checks[c][0]);
-            int differs = have == NULL ? -1 : PyObject_RichCompareBool(have, checks[c][1], Py_NE);
+            PyObject *want = have == NULL ? NULL : node_attr(x, offsets[c], checks[c][0]);
+            checks[c][1] = want;
+            int differs = want == NULL ? -1 : PyObject_RichCompareBool(have, want, Py_NE);
             Py_XDECREF(have);
             if (differs > 0) {
                 PyObject *fixed =
@@ -825,6 +884,7 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyOb
                            : PyObject_CallFunctionObjArgs(checks[c][2], gx, checks[c][1], NULL);
                 Py_SETREF(gx, fixed);
             }
+            Py_XDECREF(want);
             if (differs < 0 || gx == NULL) {
                 Py_XDECREF(gx);
                 goto done;
@@ -899,7 +959,8 @@ error:
 /* -- set-up ---------------------------------------------------------------------- */
 
 /* FunctionNode.apply: this module's apply, with the reference's docstring. */
-static PyMethodDef apply_def = {"apply", (PyCFunction)(void (*)(void))apply, METH_FASTCALL, NULL};
+static PyMethodDef apply_def = {"apply", (PyCFunction)(void (*)(void))apply,
+                                 METH_FASTCALL | METH_KEYWORDS, NULL};
 static PyObject *apply_doc;
 
 static PyObject *
@@ -993,6 +1054,8 @@ PyInit__speedups(void)
         {&s_dtype, "dtype"},
         {&s_label, "label"},
         {&s_receives_variables, "backward_receives_variables"},
+        {&s_requires_grad, "requires_grad"},
+        {&s_creator_node, "creator_node"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if ((*names[i].target = PyUnicode_InternFromString(names[i].text)) == NULL) {

@@ -6,6 +6,7 @@ what tests of behaviour do not see: references they leak or drop.
 """
 
 import collections
+import copy
 import gc
 import os
 import subprocess
@@ -127,3 +128,21 @@ def test_apply_takes_any_sequence_of_inputs():
         (y,) = Twice().apply(inputs)
         np.testing.assert_array_equal(y.array, [2.0, 2.0])
         assert y.requires_grad is (inputs[0] is x)
+
+
+def test_apply_by_keyword_and_copied_nodes():
+    x = agnograd.Variable(np.ones(2))
+    (y,) = F.exp.node().apply(inputs=(x,))
+    func = y.creator_node
+    clone = copy.copy(func)
+    assert clone.inputs == func.inputs
+    assert clone.rank == func.rank == 0
+    assert clone.outputs == func.outputs
+    assert type(clone) is type(func)
+
+
+def test_rank_of_a_node_is_the_largest_input_rank_but_at_least_zero():
+    a = agnograd.Variable(np.ones(2))
+    a.node.rank = -3  # rewire_on can leave ranks below zero
+    assert (a * 2.0).creator_node.rank == -3  # one input: its rank
+    assert (a * a).creator_node.rank == 0  # several: max(0, ranks)

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from agnograd import _versions
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
@@ -89,9 +90,25 @@ class Unary(FunctionNode):
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
-        x = self.get_retained_inputs()[0] if self._retain_in else None
-        y = self.get_retained_outputs()[0] if self._retain_out else None
-        return (type(self).rule(namespace_of(gy), x, y, gy),)
+        keeps_x, keeps_y = self._retain_in, self._retain_out
+        saved_x, saved_y = self._saved_inputs, self._saved_outputs
+        if (
+            self._variables_in_backward
+            or _versions.versions
+            or (keeps_x and saved_x is None)
+            or (keeps_y and saved_y is None)
+        ):
+            # Double backprop, arrays written in place, or arrays already freed: the
+            # accessors deal with each. Otherwise (the hot path of every unary
+            # function) the saved raw arrays and the forward's namespace are the ones.
+            saved_x = self.get_retained_inputs() if keeps_x else None
+            saved_y = self.get_retained_outputs() if keeps_y else None
+            xp = namespace_of(gy)
+        else:
+            xp = self.xp
+        x = saved_x[0] if keeps_x else None  # type: ignore[index]
+        y = saved_y[0] if keeps_y else None  # type: ignore[index]
+        return (type(self).rule(xp, x, y, gy),)
 
 
 def unary(

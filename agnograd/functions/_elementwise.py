@@ -517,7 +517,9 @@ class Mul(FunctionNode):
         if _is_complex(gy):
             xp = namespace_of(gy)
             x0, x1 = _c(xp, x0), _c(xp, x1)
-        return tuple([gy * x1 if i == 0 else gy * x0 for i in indexes])
+        if len(indexes) == 2:  # written out: a comprehension costs a frame
+            return (gy * x1, gy * x0)
+        return (gy * x1,) if indexes[0] == 0 else (gy * x0,)
 
 
 class MulConstant(FunctionNode):
