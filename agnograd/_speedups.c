@@ -359,9 +359,20 @@ note_forward_error(PyObject *func, PyObject *arrays)
     if (value != NULL && PyObject_TypeCheck(value, (PyTypeObject *)PyExc_Exception)) {
         PyObject *r = PyObject_CallFunctionObjArgs(forward_failed, value, func, arrays, NULL);
         if (r == NULL) {
-            PyErr_Clear();
+            /* As in Python: the helper's own error, raised while handling the first. */
+            PyObject *new_type, *new_value, *new_tb;
+            PyErr_Fetch(&new_type, &new_value, &new_tb);
+            PyErr_NormalizeException(&new_type, &new_value, &new_tb);
+            if (new_value != NULL) {
+                PyException_SetContext(new_value, Py_NewRef(value)); /* steals */
+            }
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(tb);
+            PyErr_Restore(new_type, new_value, new_tb);
+            return;
         }
-        Py_XDECREF(r);
+        Py_DECREF(r);
     }
     PyErr_Restore(type, value, tb);
 }

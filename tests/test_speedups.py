@@ -99,6 +99,20 @@ def test_forward_error_names_the_function():
     assert "in agnograd Add.forward with inputs (3), float64, (4), float64" in notes
 
 
+def test_an_error_while_noting_a_forward_error_is_chained_to_it():
+    class BadLabel(agnograd.FunctionNode):
+        @property
+        def label(self):
+            raise KeyError("label broken")
+
+        def forward(self, inputs):
+            raise ValueError("boom")
+
+    with pytest.raises(KeyError, match="label broken") as info:
+        BadLabel().apply((agnograd.Variable(np.ones(2)),))
+    assert isinstance(info.value.__context__, ValueError)
+
+
 def test_backward_returning_too_many_gradients_is_an_error():
     class Bad(agnograd.FunctionNode):
         def forward(self, inputs):
