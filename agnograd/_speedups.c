@@ -159,7 +159,7 @@ static PyObject *apply_python, *raw_namespace, *as_constant, *mixed_backends,
     *forward_failed, *record_versions;
 
 static PyObject *s_forward, *s_backward, *s_differentiable, *s_retain_in, *s_retain_out,
-    *s_shape, *s_dtype, *s_label, *s_receives_variables;
+    *s_shape, *s_dtype, *s_label, *s_receives_variables, *s_requires_grad, *s_creator_node;
 
 static Py_ssize_t
 slot_offset(PyTypeObject *type, const char *name)
@@ -414,7 +414,7 @@ apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
     PyObject *xp = NULL, *rank = NULL, *outputs = NULL, *results = NULL, *refs = NULL;
     PyObject *out_rank = NULL;
     long max_rank = 0;
-    int requires_grad = 0;
+    int requires_grad = 0, fallback = 0;
     if (nodes == NULL || arrays == NULL) {
         goto error;
     }
@@ -431,12 +431,8 @@ apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
             SLOT(node, node_requires_grad) == NULL || SLOT(node, node_rank) == NULL) {
             /* Half-built objects: the reference raises the proper error. */
             Py_DECREF(x);
-            Py_XDECREF(xp);
-            Py_XDECREF(rank);
-            Py_DECREF(nodes);
-            Py_DECREF(arrays);
-            Py_DECREF(inputs);
-            return PyObject_Vectorcall(apply_python, args, 2, NULL);
+            fallback = 1;
+            goto error;
         }
         PyTuple_SET_ITEM(nodes, i, Py_NewRef(node));
         PyTuple_SET_ITEM(arrays, i, Py_NewRef(data));
@@ -559,7 +555,7 @@ error:
     Py_XDECREF(results);
     Py_XDECREF(nodes);
     Py_XDECREF(arrays);
-    return NULL;
+    return fallback ? PyObject_Vectorcall(apply_python, args, 2, NULL) : NULL;
 }
 
 /* -- the backward loop ------------------------------------------------------- */
@@ -655,8 +651,8 @@ heap_clear(Heap *heap)
     PyMem_Free(heap->items);
 }
 
-static PyObject *s_requires_grad, *s_creator_node;
-/* A VariableNode attribute as a new reference: its slot, or getattr as the reference does. */
+/* A VariableNode attribute as a new reference: its slot, or getattr as the
+ * reference does (for other objects, and slots that were deleted). */
 static PyObject *
 node_attr(PyObject *x, Py_ssize_t offset, PyObject *name)
 {
@@ -691,10 +687,12 @@ push_creator(Heap *heap, PyObject *pushed, PyObject *node)
     if (creator == NULL) {
         return -1;
     }
-    int seen = creator == Py_None ? 1 : PySet_Contains(pushed, creator);
-    int status = seen < 0 ? -1 : seen ? 0 : PySet_Add(pushed, creator) < 0 ? -1 : heap_push(heap, creator);
+    int status = creator == Py_None ? 1 : PySet_Contains(pushed, creator); /* 1: nothing to do */
+    if (status == 0) {
+        status = PySet_Add(pushed, creator) < 0 ? -1 : heap_push(heap, creator);
+    }
     Py_DECREF(creator);
-    return status;
+    return status < 0 ? -1 : 0;
 }
 
 /* grads.pop(node, None) as a new reference (NULL, with no error, if absent). */
@@ -733,6 +731,47 @@ strong_target(PyObject *ref)
 typedef struct {
     PyObject *sum_to, *cast, *store_grad, *free, *call_backward;
 } Helpers;
+
+/* Whether obj.<name> != want: 1, 0, or -1 on error. */
+static int
+attr_differs(PyObject *obj, PyObject *name, PyObject *want)
+{
+    PyObject *have = PyObject_GetAttr(obj, name);
+    if (have == NULL) {
+        return -1;
+    }
+    int differs = PyObject_RichCompareBool(have, want, Py_NE);
+    Py_DECREF(have);
+    return differs;
+}
+
+/* The gradient gx of input x (i of func) summed to x's shape and cast to its dtype
+ * by the reference's helpers, where it differs. Steals gx; a new reference. */
+static PyObject *
+conform(PyObject *gx, PyObject *x, PyObject *func, Py_ssize_t i, const Helpers *h)
+{
+    PyObject *shape = node_attr(x, node_shape, s_shape);
+    int differs = shape == NULL ? -1 : attr_differs(gx, s_shape, shape);
+    if (differs > 0) {
+        Py_SETREF(gx, PyObject_CallFunction(h->sum_to, "OOOn", gx, shape, func, i));
+    }
+    Py_XDECREF(shape);
+    if (differs < 0 || gx == NULL) {
+        Py_XDECREF(gx);
+        return NULL;
+    }
+    PyObject *dtype = node_attr(x, node_dtype, s_dtype);
+    differs = dtype == NULL ? -1 : attr_differs(gx, s_dtype, dtype);
+    if (differs > 0) {
+        Py_SETREF(gx, PyObject_CallFunctionObjArgs(h->cast, gx, dtype, NULL));
+    }
+    Py_XDECREF(dtype);
+    if (differs < 0 || gx == NULL) {
+        Py_XDECREF(gx);
+        return NULL;
+    }
+    return gx;
+}
 
 /* One function node's backward: gradients into `grads`, creators onto the heap. */
 static int
@@ -881,25 +920,9 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyOb
         }
         Py_INCREF(gx);
         PyObject *x = PyTuple_GET_ITEM(in_nodes, i);
-        PyObject *checks[2][3] = {{s_shape, NULL, h->sum_to}, {s_dtype, NULL, h->cast}};
-        Py_ssize_t offsets[2] = {node_shape, node_dtype};
-        for (int c = 0; c < 2; c++) {
-            PyObject *have = PyObject_GetAttr(gx, checks[c][0]);
-            PyObject *want = have == NULL ? NULL : node_attr(x, offsets[c], checks[c][0]);
-            checks[c][1] = want;
-            int differs = want == NULL ? -1 : PyObject_RichCompareBool(have, want, Py_NE);
-            Py_XDECREF(have);
-            if (differs > 0) {
-                PyObject *fixed =
-                    c == 0 ? PyObject_CallFunction(checks[c][2], "OOOn", gx, checks[c][1], func, i)
-                           : PyObject_CallFunctionObjArgs(checks[c][2], gx, checks[c][1], NULL);
-                Py_SETREF(gx, fixed);
-            }
-            Py_XDECREF(want);
-            if (differs < 0 || gx == NULL) {
-                Py_XDECREF(gx);
-                goto done;
-            }
+        gx = conform(gx, x, func, i, h);
+        if (gx == NULL) {
+            goto done;
         }
         int failed = accumulate(grads, x, gx) < 0 || push_creator(heap, pushed, x) < 0;
         Py_DECREF(gx);
