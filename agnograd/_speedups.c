@@ -292,9 +292,21 @@ pick(PyObject *items, PyObject *indexes)
     if (seq == NULL) {
         return NULL;
     }
-    Py_ssize_t n = PyTuple_GET_SIZE(seq), size = PyTuple_GET_SIZE(items);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq), size = PyTuple_GET_SIZE(items), k = 0;
+    while (k < n && k < size && PyLong_CheckExact(PyTuple_GET_ITEM(seq, k))) {
+        Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(seq, k));
+        if (i != k) {
+            PyErr_Clear(); /* an int too large: the loop below raises */
+            break;
+        }
+        k++;
+    }
+    if (k == n && n == size) { /* all of them, in order: the tuple itself */
+        Py_DECREF(seq);
+        return Py_NewRef(items);
+    }
     PyObject *result = PyTuple_New(n);
-    for (Py_ssize_t k = 0; result != NULL && k < n; k++) {
+    for (k = 0; result != NULL && k < n; k++) {
         Py_ssize_t i = PyNumber_AsSsize_t(PyTuple_GET_ITEM(seq, k), PyExc_IndexError);
         if (i == -1 && PyErr_Occurred()) {
             Py_CLEAR(result);
@@ -375,6 +387,444 @@ note_forward_error(PyObject *func, PyObject *arrays)
         Py_DECREF(r);
     }
     PyErr_Restore(type, value, tb);
+}
+
+/* -- kernels: the forward and backward of the commonest nodes ------------------
+ *
+ * Elementwise arithmetic and the unary functions are one-line Python methods;
+ * on small arrays, entering the interpreter to run them costs more than the
+ * line itself. A kernel is the C version of one node class's forward and
+ * backward. register_kernels() pairs each kernel with the Python functions it
+ * stands for, and apply and run use a kernel only where the node's method is
+ * that very function: a subclass or an instance with a forward or backward of
+ * its own gets its own. A kernel declines what is not its common case, and the
+ * Python method runs instead: complex arrays in Mul and Div, arrays written in
+ * place or already freed, unary functions outside the standard. Backward
+ * kernels run in ordinary backprop only; double backprop runs the Python rules
+ * on Variables. */
+
+#define DECLINED Py_NotImplemented /* a kernel's "not mine"; never reaches Python */
+
+typedef PyObject *(*ForwardKernel)(PyObject *func, PyObject *arrays);
+typedef PyObject *(*BackwardKernel)(PyObject *func, PyObject *indexes, PyObject *gys);
+
+static PyObject *s_fn, *s_compute, *s_rule, *s_value, *s_conjugate, *s_conj;
+static PyObject *is_complex_python; /* _elementwise._is_complex */
+
+/* A tuple of the n items given (stolen); NULL if any of them is NULL. */
+static PyObject *
+tuple_of(Py_ssize_t n, PyObject **items)
+{
+    PyObject *t = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (items[i] == NULL) {
+            goto error;
+        }
+    }
+    if ((t = PyTuple_New(n)) == NULL) {
+        goto error;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyTuple_SET_ITEM(t, i, items[i]);
+    }
+    return t;
+error:
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_XDECREF(items[i]);
+    }
+    return NULL;
+}
+
+static PyObject *
+one(PyObject *item)
+{
+    return tuple_of(1, &item);
+}
+
+/* Whether the array has a complex dtype, as _elementwise._is_complex says: 1, 0,
+ * or -1 on error. Real dtypes are remembered by identity (they are few, and
+ * shared objects in the libraries agnograd knows), so that the Python function
+ * runs about once per dtype. */
+static PyObject *real_dtypes[8];
+static int
+is_complex(PyObject *a)
+{
+    PyObject *dtype = PyObject_GetAttr(a, s_dtype);
+    if (dtype == NULL) {
+        return -1;
+    }
+    size_t n = sizeof(real_dtypes) / sizeof(real_dtypes[0]), i = 0;
+    for (; i < n && real_dtypes[i] != NULL; i++) {
+        if (real_dtypes[i] == dtype) {
+            Py_DECREF(dtype);
+            return 0;
+        }
+    }
+    PyObject *r = PyObject_CallOneArg(is_complex_python, a);
+    int complex = r == NULL ? -1 : PyObject_IsTrue(r);
+    Py_XDECREF(r);
+    if (complex == 0 && i < n) {
+        real_dtypes[i] = dtype; /* kept for good */
+    }
+    else {
+        Py_DECREF(dtype);
+    }
+    return complex;
+}
+
+/* conjugate_if_complex(xp, a): _elementwise._c, which many rules call: conj(a)
+ * for complex arrays, a itself for real ones, a.conjugate() for Python scalars. */
+static PyObject *
+conjugate_if_complex(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "conjugate_if_complex(xp, a) takes two arguments");
+        return NULL;
+    }
+    PyObject *xp = args[0], *a = args[1];
+    PyTypeObject *type = Py_TYPE(a);
+    if (type == &PyFloat_Type || type == &PyLong_Type || type == &PyBool_Type ||
+        type == &PyComplex_Type) {
+        return PyObject_CallMethodNoArgs(a, s_conjugate);
+    }
+    int complex = is_complex(a);
+    if (complex < 0) {
+        return NULL;
+    }
+    return complex ? PyObject_CallMethodOneArg(xp, s_conj, a) : Py_NewRef(a);
+}
+
+/* func's saved arrays (inputs or outputs: `saved`) as a new reference, when its
+ * backward may read them raw: nothing was written in place and they were not
+ * freed. Otherwise DECLINED: the Python accessors check, and raise. */
+static PyObject *
+saved_raw(PyObject *func, PyObject *saved, Py_ssize_t count)
+{
+    if (PyDict_GET_SIZE(versions) || NODE(func)->variables_in_backward || saved == NULL ||
+        !PyTuple_CheckExact(saved) || PyTuple_GET_SIZE(saved) != count) {
+        return Py_NewRef(DECLINED);
+    }
+    return Py_NewRef(saved);
+}
+
+/* Unary.forward: getattr(self.xp, self.fn)(x). A `compute` of its own declines. */
+static PyObject *
+unary_forward(PyObject *func, PyObject *arrays)
+{
+    PyObject *compute = PyObject_GetAttr(func, s_compute);
+    if (compute == NULL) {
+        return NULL;
+    }
+    Py_DECREF(compute);
+    if (compute != Py_None) {
+        return Py_NewRef(DECLINED);
+    }
+    PyObject *fn = PyObject_GetAttr(func, s_fn);
+    PyObject *f = fn == NULL ? NULL : PyObject_GetAttr(NODE(func)->xp, fn);
+    Py_XDECREF(fn);
+    if (f == NULL) {
+        return NULL;
+    }
+    PyObject *y = PyObject_CallOneArg(f, PyTuple_GET_ITEM(arrays, 0));
+    Py_DECREF(f);
+    return one(y);
+}
+
+/* Unary.backward: type(self).rule(xp, x, y, gy), given the x and y it keeps. */
+static PyObject *
+unary_backward(PyObject *func, PyObject *indexes, PyObject *gys)
+{
+    PyObject *names[2] = {s_retain_in, s_retain_out};
+    PyObject *fields[2] = {NODE(func)->saved_inputs, NODE(func)->saved_outputs};
+    PyObject *saved[2] = {NULL, NULL}; /* held while the rule runs */
+    PyObject *result = NULL;
+    PyObject *args[5] = {NULL, NODE(func)->xp, Py_None, Py_None, PyTuple_GET_ITEM(gys, 0)};
+    for (int k = 0; k < 2; k++) {
+        int keeps = truthy_attr(func, names[k]);
+        if (keeps < 0) {
+            goto done;
+        }
+        if (keeps) {
+            saved[k] = saved_raw(func, fields[k], 1);
+            if (saved[k] == DECLINED) {
+                result = Py_NewRef(DECLINED);
+                goto done;
+            }
+            args[2 + k] = PyTuple_GET_ITEM(saved[k], 0);
+        }
+    }
+    PyObject *rule = PyObject_GetAttr((PyObject *)Py_TYPE(func), s_rule);
+    if (rule != NULL) {
+        Py_INCREF(args[1]);
+        result = one(PyObject_Vectorcall(rule, args + 1, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL));
+        Py_DECREF(args[1]);
+        Py_DECREF(rule);
+    }
+done:
+    Py_XDECREF(saved[0]);
+    Py_XDECREF(saved[1]);
+    return result;
+}
+
+/* The two operands of a binary forward. */
+#define OPERANDS(arrays) PyTuple_GET_ITEM(arrays, 0), PyTuple_GET_ITEM(arrays, 1)
+
+static PyObject *
+add_forward(PyObject *func, PyObject *arrays)
+{
+    return one(PyNumber_Add(OPERANDS(arrays)));
+}
+
+static PyObject *
+sub_forward(PyObject *func, PyObject *arrays)
+{
+    return one(PyNumber_Subtract(OPERANDS(arrays)));
+}
+
+static PyObject *
+mul_forward(PyObject *func, PyObject *arrays)
+{
+    return one(PyNumber_Multiply(OPERANDS(arrays)));
+}
+
+static PyObject *
+div_forward(PyObject *func, PyObject *arrays)
+{
+    return one(PyNumber_TrueDivide(OPERANDS(arrays)));
+}
+
+/* Add.backward: grad_outputs * len(indexes). */
+static PyObject *
+add_backward(PyObject *func, PyObject *indexes, PyObject *gys)
+{
+    return PySequence_Repeat(gys, PyTuple_GET_SIZE(indexes));
+}
+
+/* Index k of `indexes` as a C integer (they are the ints backprop_one made). */
+#define INDEX(indexes, k) PyLong_AsSsize_t(PyTuple_GET_ITEM(indexes, k))
+
+/* Sub.backward: gy for x1, -gy for x2. */
+static PyObject *
+sub_backward(PyObject *func, PyObject *indexes, PyObject *gys)
+{
+    PyObject *gy = PyTuple_GET_ITEM(gys, 0), *gx[2];
+    Py_ssize_t n = PyTuple_GET_SIZE(indexes);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        gx[k] = INDEX(indexes, k) == 0 ? Py_NewRef(gy) : PyNumber_Negative(gy);
+    }
+    return tuple_of(n, gx);
+}
+
+/* The saved inputs of Mul or Div, and gy, when the kernel may go on: 1, else 0
+ * with *result set to DECLINED or NULL (an error). */
+static int
+real_operands(PyObject *func, PyObject *gys, PyObject **saved, PyObject **result)
+{
+    *result = NULL;
+    int complex = is_complex(PyTuple_GET_ITEM(gys, 0));
+    if (complex < 0) {
+        return 0;
+    }
+    *saved = complex ? Py_NewRef(DECLINED) : saved_raw(func, NODE(func)->saved_inputs, 2);
+    if (*saved == DECLINED) {
+        *result = *saved;
+        return 0;
+    }
+    return 1;
+}
+
+/* Mul.backward: gy * x2 for x1, gy * x1 for x2. */
+static PyObject *
+mul_backward(PyObject *func, PyObject *indexes, PyObject *gys)
+{
+    PyObject *saved, *result, *gx[2];
+    if (!real_operands(func, gys, &saved, &result)) {
+        return result;
+    }
+    PyObject *gy = PyTuple_GET_ITEM(gys, 0);
+    Py_ssize_t n = PyTuple_GET_SIZE(indexes);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        gx[k] = PyNumber_Multiply(gy, PyTuple_GET_ITEM(saved, 1 - INDEX(indexes, k)));
+    }
+    Py_DECREF(saved);
+    return tuple_of(n, gx);
+}
+
+/* Div.backward: gy / x2 for x1, -(gy / x2) * x1 / x2 for x2. */
+static PyObject *
+div_backward(PyObject *func, PyObject *indexes, PyObject *gys)
+{
+    PyObject *saved, *result, *gx[2] = {NULL, NULL};
+    if (!real_operands(func, gys, &saved, &result)) {
+        return result;
+    }
+    PyObject *x1 = PyTuple_GET_ITEM(saved, 0), *x2 = PyTuple_GET_ITEM(saved, 1);
+    PyObject *gx1 = PyNumber_TrueDivide(PyTuple_GET_ITEM(gys, 0), x2);
+    Py_ssize_t n = PyTuple_GET_SIZE(indexes);
+    for (Py_ssize_t k = 0; gx1 != NULL && k < n; k++) {
+        if (INDEX(indexes, k) == 0) {
+            gx[k] = Py_NewRef(gx1);
+            continue;
+        }
+        PyObject *neg = PyNumber_Negative(gx1);
+        PyObject *prod = neg == NULL ? NULL : PyNumber_Multiply(neg, x1);
+        gx[k] = prod == NULL ? NULL : PyNumber_TrueDivide(prod, x2);
+        Py_XDECREF(neg);
+        Py_XDECREF(prod);
+    }
+    Py_XDECREF(gx1);
+    Py_DECREF(saved);
+    return gx1 == NULL ? NULL : tuple_of(n, gx);
+}
+
+/* x <op> self.value, for the nodes of an operation with a Python scalar. */
+static PyObject *
+with_value(PyObject *func, PyObject *x, binaryfunc op)
+{
+    PyObject *value = PyObject_GetAttr(func, s_value);
+    if (value == NULL) {
+        return NULL;
+    }
+    PyObject *y = op(x, value);
+    Py_DECREF(value);
+    return one(y);
+}
+
+/* gy <op> self.value.conjugate(), the backward of MulConstant and DivConstant. */
+static PyObject *
+with_conjugate(PyObject *func, PyObject *gys, binaryfunc op)
+{
+    PyObject *value = PyObject_GetAttr(func, s_value);
+    PyObject *conj = value == NULL ? NULL : PyObject_CallMethodNoArgs(value, s_conjugate);
+    Py_XDECREF(value);
+    if (conj == NULL) {
+        return NULL;
+    }
+    PyObject *gx = op(PyTuple_GET_ITEM(gys, 0), conj);
+    Py_DECREF(conj);
+    return one(gx);
+}
+
+static PyObject *
+add_constant_forward(PyObject *func, PyObject *arrays)
+{
+    return with_value(func, PyTuple_GET_ITEM(arrays, 0), PyNumber_Add);
+}
+
+/* AddConstant.backward: grad_outputs itself. */
+static PyObject *
+add_constant_backward(PyObject *func, PyObject *indexes, PyObject *gys)
+{
+    return Py_NewRef(gys);
+}
+
+static PyObject *
+mul_constant_forward(PyObject *func, PyObject *arrays)
+{
+    return with_value(func, PyTuple_GET_ITEM(arrays, 0), PyNumber_Multiply);
+}
+
+static PyObject *
+mul_constant_backward(PyObject *func, PyObject *indexes, PyObject *gys)
+{
+    return with_conjugate(func, gys, PyNumber_Multiply);
+}
+
+static PyObject *
+div_constant_forward(PyObject *func, PyObject *arrays)
+{
+    return with_value(func, PyTuple_GET_ITEM(arrays, 0), PyNumber_TrueDivide);
+}
+
+static PyObject *
+div_constant_backward(PyObject *func, PyObject *indexes, PyObject *gys)
+{
+    return with_conjugate(func, gys, PyNumber_TrueDivide);
+}
+
+typedef struct {
+    const char *name; /* the node class's, as register_kernels() is given it */
+    Py_ssize_t arity; /* its inputs; other counts decline (the Python raises or copes) */
+    ForwardKernel forward;
+    BackwardKernel backward;
+    PyObject *python_forward, *python_backward; /* the methods they stand for */
+} Kernel;
+
+static Kernel kernels[] = {
+    {"Unary", 1, unary_forward, unary_backward},
+    {"Add", 2, add_forward, add_backward},
+    {"Sub", 2, sub_forward, sub_backward},
+    {"Mul", 2, mul_forward, mul_backward},
+    {"Div", 2, div_forward, div_backward},
+    {"AddConstant", 1, add_constant_forward, add_constant_backward},
+    {"MulConstant", 1, mul_constant_forward, mul_constant_backward},
+    {"DivConstant", 1, div_constant_forward, div_constant_backward},
+};
+#define N_KERNELS (sizeof(kernels) / sizeof(kernels[0]))
+
+/* func.<name> (forward or backward), as a new reference, and the kernel that
+ * stands for it in *kernel (NULL if none does). */
+static PyObject *
+method_and_kernel(PyObject *func, PyObject *name, const Kernel **kernel)
+{
+    *kernel = NULL;
+    PyObject *method = PyObject_GetAttr(func, name);
+    if (method == NULL || !PyMethod_Check(method) || PyMethod_GET_SELF(method) != func) {
+        return method;
+    }
+    PyObject *function = PyMethod_GET_FUNCTION(method);
+    for (size_t i = 0; i < N_KERNELS; i++) {
+        if (function == (name == s_forward ? kernels[i].python_forward
+                                           : kernels[i].python_backward)) {
+            *kernel = &kernels[i];
+            break;
+        }
+    }
+    return method;
+}
+
+/* func.forward(arrays), by its kernel where it has one. */
+static PyObject *
+call_forward(PyObject *func, PyObject *arrays)
+{
+    const Kernel *kernel;
+    PyObject *method = method_and_kernel(func, s_forward, &kernel);
+    if (method == NULL) {
+        return NULL;
+    }
+    PyObject *result = kernel == NULL || PyTuple_GET_SIZE(arrays) != kernel->arity
+                           ? Py_NewRef(DECLINED)
+                           : kernel->forward(func, arrays);
+    if (result == DECLINED) {
+        Py_DECREF(result);
+        result = PyObject_CallOneArg(method, arrays);
+    }
+    Py_DECREF(method);
+    return result;
+}
+
+/* func.backward(indexes, gys), by its kernel where it has one. */
+static PyObject *
+call_backward(PyObject *func, PyObject *indexes, PyObject *gys)
+{
+    const Kernel *kernel;
+    PyObject *method = method_and_kernel(func, s_backward, &kernel);
+    if (method == NULL) {
+        return NULL;
+    }
+    /* Every kernel's node has one output; its inputs are the tuple backprop_one read. */
+    PyObject *inputs = NODE(func)->inputs;
+    PyObject *result = kernel == NULL || PyTuple_GET_SIZE(gys) != 1 || inputs == NULL ||
+                               !PyTuple_Check(inputs) || PyTuple_GET_SIZE(inputs) != kernel->arity
+                           ? Py_NewRef(DECLINED)
+                           : kernel->backward(func, indexes, gys);
+    if (result == DECLINED) {
+        Py_DECREF(result);
+        PyObject *args[2] = {indexes, gys};
+        result = PyObject_Vectorcall(method, args, 2, NULL);
+    }
+    Py_DECREF(method);
+    return result;
 }
 
 static PyObject *
@@ -475,7 +925,7 @@ apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
         }
     }
     Py_XSETREF(NODE(func)->xp, Py_NewRef(xp == NULL ? Py_None : xp));
-    PyObject *returned = PyObject_CallMethodOneArg(func, s_forward, arrays);
+    PyObject *returned = call_forward(func, arrays);
     if (returned == NULL) {
         note_forward_error(func, arrays);
         goto error;
@@ -732,7 +1182,8 @@ typedef struct {
     PyObject *sum_to, *cast, *store_grad, *free, *call_backward;
 } Helpers;
 
-/* Whether obj.<name> != want: 1, 0, or -1 on error. */
+/* Whether obj.<name> differs from want: 1, 0, or -1 on error. (As `not ==`, which
+ * answers at once for the very same object, as dtypes usually are.) */
 static int
 attr_differs(PyObject *obj, PyObject *name, PyObject *want)
 {
@@ -740,9 +1191,9 @@ attr_differs(PyObject *obj, PyObject *name, PyObject *want)
     if (have == NULL) {
         return -1;
     }
-    int differs = PyObject_RichCompareBool(have, want, Py_NE);
+    int same = PyObject_RichCompareBool(have, want, Py_EQ);
     Py_DECREF(have);
-    return differs;
+    return same < 0 ? -1 : !same;
 }
 
 /* The gradient gx of input x (i of func) summed to x's shape and cast to its dtype
@@ -875,9 +1326,7 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyOb
         Py_XDECREF(gy_list);
     }
     else {
-        PyObject *call_args[3] = {func, indexes, gys};
-        gxs = PyObject_VectorcallMethod(s_backward, call_args,
-                                        3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        gxs = call_backward(func, indexes, gys);
     }
     Py_CLEAR(gys);
     if (gxs == NULL) {
@@ -1057,7 +1506,43 @@ init(PyObject *module, PyObject *args)
     return method;
 }
 
+
+/* register_kernels(classes, is_complex): classes maps each kernel's name to the
+ * node class whose forward and backward it stands for. */
+static PyObject *
+register_kernels(PyObject *module, PyObject *args)
+{
+    PyObject *classes, *complex_check;
+    if (!PyArg_ParseTuple(args, "O!O:register_kernels", &PyDict_Type, &classes, &complex_check)) {
+        return NULL;
+    }
+    for (size_t i = 0; i < N_KERNELS; i++) {
+        PyObject *cls = PyDict_GetItemString(classes, kernels[i].name); /* borrowed */
+        if (cls == NULL || !PyType_Check(cls)) {
+            PyErr_Format(PyExc_TypeError, "register_kernels: no class for the kernel %s",
+                         kernels[i].name);
+            return NULL;
+        }
+        PyObject *forward = PyObject_GetAttr(cls, s_forward);
+        PyObject *backward = forward == NULL ? NULL : PyObject_GetAttr(cls, s_backward);
+        if (backward == NULL) {
+            Py_XDECREF(forward);
+            return NULL;
+        }
+        Py_XSETREF(kernels[i].python_forward, forward);
+        Py_XSETREF(kernels[i].python_backward, backward);
+    }
+    Py_XSETREF(is_complex_python, Py_NewRef(complex_check));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"conjugate_if_complex", (PyCFunction)(void (*)(void))conjugate_if_complex, METH_FASTCALL,
+     "conjugate_if_complex(xp, a): conj(a) for complex arrays, a for real ones, "
+     "a.conjugate() for Python scalars (after register_kernels)."},
+    {"register_kernels", register_kernels, METH_VARARGS,
+     "register_kernels(classes, is_complex): the node classes whose methods the C kernels "
+     "stand for."},
 
     {"run", run, METH_VARARGS,
      "run(seeds, retain_grad, clear_buffer, helpers): the ordinary backward loop."},
@@ -1090,6 +1575,12 @@ PyInit__speedups(void)
         {&s_receives_variables, "backward_receives_variables"},
         {&s_requires_grad, "requires_grad"},
         {&s_creator_node, "creator_node"},
+        {&s_fn, "fn"},
+        {&s_compute, "compute"},
+        {&s_rule, "rule"},
+        {&s_value, "value"},
+        {&s_conjugate, "conjugate"},
+        {&s_conj, "conj"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if ((*names[i].target = PyUnicode_InternFromString(names[i].text)) == NULL) {

@@ -6,6 +6,7 @@ what tests of behaviour do not see: references they leak or drop.
 """
 
 import collections
+import contextlib
 import copy
 import gc
 import os
@@ -18,7 +19,10 @@ import pytest
 
 import agnograd
 import agnograd.functions as F
-from agnograd import _function
+from agnograd import _engine, _function
+from agnograd._namespace import namespace_of
+from agnograd.functions import _elementwise as E
+from agnograd.functions._core import Unary
 
 CORE_TESTS = [
     "tests/test_engine.py",
@@ -163,3 +167,147 @@ def test_rank_of_a_node_is_the_largest_input_rank_but_at_least_zero():
     a.node.rank = -3  # rewire_on can leave ranks below zero
     assert (a * 2.0).creator_node.rank == -3  # one input: its rank
     assert (a * a).creator_node.rank == 0  # several: max(0, ranks)
+
+
+# -- kernels: the C forward and backward of the commonest nodes --------------------
+
+needs_speedups = pytest.mark.skipif(_function.speedups is None, reason="extension not built")
+
+
+@contextlib.contextmanager
+def python_reference():
+    """Switch the C apply and backward loop off for the block."""
+    fast_apply, fast_loop = vars(agnograd.FunctionNode)["apply"], _engine.speedups
+    agnograd.FunctionNode.apply = _function.apply_reference
+    _engine.speedups = None
+    try:
+        yield
+    finally:
+        agnograd.FunctionNode.apply = fast_apply
+        _engine.speedups = fast_loop
+
+
+KERNEL_CASES = {
+    "tanh": lambda x, w: F.tanh(x),
+    "exp": lambda x, w: F.exp(x),
+    "sin": lambda x, w: F.sin(x),
+    "log": lambda x, w: F.log(x * x + 1.0),
+    "sigmoid (own compute)": lambda x, w: F.sigmoid(x),
+    "add": lambda x, w: x + w,
+    "sub": lambda x, w: x - w,
+    "mul": lambda x, w: x * w,
+    "div": lambda x, w: x / (w * w + 1.0),
+    "square by mul": lambda x, w: x * x,
+    "broadcast": lambda x, w: F.reshape(x, (4, 1)) * w - F.reshape(w, (1, 4)) / 3.0,
+    "constants": lambda x, w: (x + 2.0) * 3.0 / 4.0 - 1.0,
+    "constant grad": lambda x, w: x * F.exp(w).array,
+}
+
+
+@needs_speedups
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64"])
+@pytest.mark.parametrize("case", list(KERNEL_CASES))
+def test_kernels_match_the_python_reference(backend, case, dtype):
+    if dtype == "complex64" and case in ("log", "sigmoid (own compute)"):
+        pytest.skip("no complex input here")
+    values = np.linspace(-0.9, 0.8, 4) + (
+        0.3j * np.linspace(1.0, 2.0, 4) if "complex" in dtype else 0
+    )
+    results = []
+    for reference in (False, True):
+        x = agnograd.Variable(backend.asarray(values, dtype))
+        w = agnograd.Variable(backend.asarray(values[::-1] + 0.25, dtype))
+        with python_reference() if reference else contextlib.nullcontext():
+            y = F.sum(KERNEL_CASES[case](x, w))
+            y.backward()
+        results.append([backend.to_numpy(a) for a in (y.array, x.grad, w.grad) if a is not None])
+    fast, slow = results
+    assert len(fast) == len(slow)
+    for a, b in zip(fast, slow, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def _python_frames(fn):
+    """The code objects of agnograd's node methods that run while fn() does."""
+    ran = set()
+
+    def profile(frame, event, arg):
+        code = frame.f_code
+        node = frame.f_locals.get("self") if event == "call" else None
+        if code.co_name in ("forward", "backward") and isinstance(node, agnograd.FunctionNode):
+            ran.add(code)
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return ran
+
+
+@needs_speedups
+def test_kernels_run_instead_of_the_python_methods():
+    x = agnograd.Variable(np.linspace(0.1, 1.0, 4))
+    w = agnograd.Variable(np.ones(4))
+
+    def step():
+        y = F.tanh(x) * w + x / w - 2.0 * x / 3.0
+        y.grad = np.ones(4)
+        y.backward()
+
+    assert _python_frames(step) == set()
+    # Functions outside the standard decline, and their Python forward runs.
+    assert _python_frames(lambda: F.sigmoid(x)) == {Unary.forward.__code__}
+
+
+@needs_speedups
+def test_own_forward_or_backward_is_not_replaced_by_a_kernel():
+    calls = []
+
+    class LoudMul(E.Mul):
+        def backward(self, indexes, grad_outputs):
+            calls.append("backward")
+            return super().backward(indexes, grad_outputs)
+
+    x = agnograd.Variable(np.array([2.0, 3.0]))
+    (y,) = LoudMul().apply((x, x))
+    y.grad = np.ones(2)
+    y.backward()
+    assert calls == ["backward"]
+    np.testing.assert_array_equal(x.grad, [4.0, 6.0])
+
+    node = E.Mul()
+    node.forward = lambda inputs: (inputs[0] - inputs[1],)  # on the instance only
+    (y,) = node.apply((x, agnograd.Variable(np.array([1.0, 1.0]))))
+    np.testing.assert_array_equal(y.array, [1.0, 2.0])
+
+
+@needs_speedups
+@pytest.mark.parametrize("inputs", [1, 3])
+def test_kernels_leave_wrong_input_counts_to_the_python_methods(inputs):
+    arrays = [agnograd.Variable(np.full(2, float(i + 1))) for i in range(inputs)]
+    outcomes = []
+    for reference in (False, True):
+        with python_reference() if reference else contextlib.nullcontext():
+            try:
+                (y,) = E.Mul().apply(arrays)
+                y.grad = np.ones(2)
+                y.backward()
+                outcomes.append(("ok", y.array.tolist(), arrays[0].grad.tolist()))
+            except Exception as error:  # compared between the paths
+                outcomes.append((type(error), str(error)))
+            for a in arrays:
+                a.cleargrad()
+    assert outcomes[0] == outcomes[1]
+
+
+def test_rules_conjugate_complex_arrays_only(backend):
+    # _c is the C conjugate_if_complex when the extension is built.
+    real = backend.asarray([1.0, -2.0])
+    complex_ = backend.asarray([1 + 2j, 3 - 1j], "complex64")
+    xp = namespace_of(real)
+    assert E._c(xp, real) is real
+    backend.assert_close(E._c(xp, complex_), [1 - 2j, 3 + 1j])
+    assert E._c(xp, 2.5) == 2.5
+    assert E._c(xp, 1 + 1j) == 1 - 1j
+    assert E._c(xp, True) == 1

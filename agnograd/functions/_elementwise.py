@@ -33,10 +33,10 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from agnograd._function import FunctionNode
+from agnograd._function import FunctionNode, speedups
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import ARRAY, nondifferentiable, unary
+from agnograd.functions._core import ARRAY, Unary, nondifferentiable, unary
 
 _SCALARS = (bool, int, float, complex)
 _LN2 = math.log(2.0)
@@ -678,6 +678,18 @@ def _sub(x1: Any, x2: Any, /) -> Variable:
     if type(x2) in _SCALARS:
         return AddConstant(-x2).apply((x1,))[0]
     return Sub().apply((x1, x2))[0]
+
+
+if speedups is not None:
+    # The C versions of these classes' forward and backward (see _speedups.c).
+    speedups.register_kernels(
+        {
+            cls.__name__: cls
+            for cls in (Unary, Add, Sub, Mul, Div, AddConstant, MulConstant, DivConstant)
+        },
+        _is_complex,
+    )
+    _c = speedups.conjugate_if_complex  # the Python _c above, in C
 
 
 # The operators of Variable call these directly (an array on the left, the hot path).
