@@ -11,6 +11,7 @@ from typing import Any
 from agnograd import functions as F
 from agnograd._backend import is_array
 from agnograd._config import no_backprop_mode
+from agnograd._function import speedups
 from agnograd._inplace import inplace, setitem
 from agnograd._variable import Variable
 from agnograd.functions import _elementwise as E
@@ -144,6 +145,19 @@ def install() -> None:
         setattr(cls, f"__i{op}__", inplace(method, f"__i{op}__"))
     cls.__dlpack__ = _dlpack
     cls.__dlpack_device__ = lambda self: self._data.__dlpack_device__()
+    if speedups is not None:
+        # The same four operators in C (the in-place ones above keep the Python ones).
+        speedups.install_operators(
+            cls,
+            {
+                "__add__": (E.Add, E.AddConstant, False),
+                "__radd__": (E.Add, E.AddConstant, False),
+                "__sub__": (E.Sub, E.AddConstant, True),
+                "__mul__": (E.Mul, E.MulConstant, False),
+                "__rmul__": (E.Mul, E.MulConstant, False),
+                "__truediv__": (E.Div, E.DivConstant, False),
+            },
+        )
 
 
 def _dlpack(

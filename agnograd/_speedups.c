@@ -394,14 +394,12 @@ note_forward_error(PyObject *func, PyObject *arrays)
  * Elementwise arithmetic and the unary functions are one-line Python methods;
  * on small arrays, entering the interpreter to run them costs more than the
  * line itself. A kernel is the C version of one node class's forward and
- * backward. register_kernels() pairs each kernel with the Python functions it
- * stands for, and apply and run use a kernel only where the node's method is
- * that very function: a subclass or an instance with a forward or backward of
- * its own gets its own. A kernel declines what is not its common case, and the
- * Python method runs instead: complex arrays in Mul and Div, arrays written in
- * place or already freed, unary functions outside the standard. Backward
- * kernels run in ordinary backprop only; double backprop runs the Python rules
- * on Variables. */
+ * backward, and install_kernels() makes it the class's methods, so that Python
+ * finds it as it finds any method: a subclass or an instance with a forward or
+ * backward of its own still gets its own. The Python methods stay the
+ * reference: a kernel hands them what is not its common case (complex arrays
+ * in Mul and Div, arrays written in place or already freed, the Variables of
+ * double backprop, unary functions outside the standard, odd calls). */
 
 #define DECLINED Py_NotImplemented /* a kernel's "not mine"; never reaches Python */
 
@@ -530,10 +528,15 @@ unary_forward(PyObject *func, PyObject *arrays)
     return one(y);
 }
 
-/* Unary.backward: type(self).rule(xp, x, y, gy), given the x and y it keeps. */
+/* Unary.backward: type(self).rule(xp, x, y, gy), given the x and y it keeps.
+ * Double backprop and in-place writes decline even where nothing is kept: the
+ * rule must then be given the gradient's namespace. */
 static PyObject *
 unary_backward(PyObject *func, PyObject *indexes, PyObject *gys)
 {
+    if (PyDict_GET_SIZE(versions) || NODE(func)->variables_in_backward) {
+        return Py_NewRef(DECLINED);
+    }
     PyObject *names[2] = {s_retain_in, s_retain_out};
     PyObject *fields[2] = {NODE(func)->saved_inputs, NODE(func)->saved_outputs};
     PyObject *saved[2] = {NULL, NULL}; /* held while the rule runs */
@@ -743,11 +746,12 @@ div_constant_backward(PyObject *func, PyObject *indexes, PyObject *gys)
 }
 
 typedef struct {
-    const char *name; /* the node class's, as register_kernels() is given it */
-    Py_ssize_t arity; /* its inputs; other counts decline (the Python raises or copes) */
+    const char *name; /* the node class's, as install_kernels() is given it */
+    Py_ssize_t arity; /* its inputs; calls with other counts go to the Python method */
     ForwardKernel forward;
     BackwardKernel backward;
-    PyObject *python_forward, *python_backward; /* the methods they stand for */
+    PyTypeObject *cls;                          /* the class it is installed on */
+    PyObject *python_forward, *python_backward; /* the reference; what a decline runs */
 } Kernel;
 
 static Kernel kernels[] = {
@@ -762,70 +766,109 @@ static Kernel kernels[] = {
 };
 #define N_KERNELS (sizeof(kernels) / sizeof(kernels[0]))
 
-/* func.<name> (forward or backward), as a new reference, and the kernel that
- * stands for it in *kernel (NULL if none does). */
-static PyObject *
-method_and_kernel(PyObject *func, PyObject *name, const Kernel **kernel)
+static const Kernel *
+kernel_of(PyTypeObject *cls)
 {
-    *kernel = NULL;
-    PyObject *method = PyObject_GetAttr(func, name);
-    if (method == NULL || !PyMethod_Check(method) || PyMethod_GET_SELF(method) != func) {
-        return method;
-    }
-    PyObject *function = PyMethod_GET_FUNCTION(method);
     for (size_t i = 0; i < N_KERNELS; i++) {
-        if (function == (name == s_forward ? kernels[i].python_forward
-                                           : kernels[i].python_backward)) {
-            *kernel = &kernels[i];
-            break;
+        if (kernels[i].cls == cls) {
+            return &kernels[i];
         }
     }
-    return method;
+    PyErr_Format(PyExc_SystemError, "_speedups: no kernel for %.100s", cls->tp_name);
+    return NULL;
 }
 
-/* func.forward(arrays), by its kernel where it has one. */
+/* function(self, *args, **kwargs) in vectorcall form. */
 static PyObject *
-call_forward(PyObject *func, PyObject *arrays)
+call_with_self(PyObject *function, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+               PyObject *kwnames)
 {
-    const Kernel *kernel;
-    PyObject *method = method_and_kernel(func, s_forward, &kernel);
-    if (method == NULL) {
-        return NULL;
+    Py_ssize_t total = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
+    PyObject *small[4];
+    PyObject **stack = total < 4 ? small : PyMem_Malloc((total + 1) * sizeof(PyObject *));
+    if (stack == NULL) {
+        return PyErr_NoMemory();
     }
-    PyObject *result = kernel == NULL || PyTuple_GET_SIZE(arrays) != kernel->arity
-                           ? Py_NewRef(DECLINED)
-                           : kernel->forward(func, arrays);
-    if (result == DECLINED) {
-        Py_DECREF(result);
-        result = PyObject_CallOneArg(method, arrays);
+    stack[0] = self;
+    memcpy(stack + 1, args, total * sizeof(PyObject *));
+    PyObject *result = PyObject_Vectorcall(function, stack, nargs + 1, kwnames);
+    if (stack != small) {
+        PyMem_Free(stack);
     }
-    Py_DECREF(method);
     return result;
 }
 
-/* func.backward(indexes, gys), by its kernel where it has one. */
+/* The forward installed on a kernel's class: forward(self, inputs). */
 static PyObject *
-call_backward(PyObject *func, PyObject *indexes, PyObject *gys)
+forward_method(PyObject *self, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
+               PyObject *kwnames)
 {
-    const Kernel *kernel;
-    PyObject *method = method_and_kernel(func, s_backward, &kernel);
-    if (method == NULL) {
+    const Kernel *k = kernel_of(cls);
+    if (k == NULL) {
         return NULL;
     }
-    /* Every kernel's node has one output; its inputs are the tuple backprop_one read. */
-    PyObject *inputs = NODE(func)->inputs;
-    PyObject *result = kernel == NULL || PyTuple_GET_SIZE(gys) != 1 || inputs == NULL ||
-                               !PyTuple_Check(inputs) || PyTuple_GET_SIZE(inputs) != kernel->arity
-                           ? Py_NewRef(DECLINED)
-                           : kernel->backward(func, indexes, gys);
-    if (result == DECLINED) {
+    if (nargs == 1 && kwnames == NULL && PyTuple_CheckExact(args[0]) &&
+        PyTuple_GET_SIZE(args[0]) == k->arity) {
+        PyObject *result = k->forward(self, args[0]);
+        if (result != DECLINED) {
+            return result;
+        }
         Py_DECREF(result);
-        PyObject *args[2] = {indexes, gys};
-        result = PyObject_Vectorcall(method, args, 2, NULL);
     }
-    Py_DECREF(method);
-    return result;
+    return call_with_self(k->python_forward, self, args, nargs, kwnames);
 }
+
+/* Whether indexes is a tuple of ints, each an input of the kernel's node. */
+static int
+plain_indexes(PyObject *indexes, Py_ssize_t arity)
+{
+    if (!PyTuple_CheckExact(indexes) || PyTuple_GET_SIZE(indexes) > arity) {
+        return 0;
+    }
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(indexes); k++) {
+        PyObject *i = PyTuple_GET_ITEM(indexes, k);
+        if (!PyLong_CheckExact(i)) {
+            return 0;
+        }
+        Py_ssize_t v = PyLong_AsSsize_t(i);
+        if (v < 0 || v >= arity) {
+            PyErr_Clear(); /* too large for a Py_ssize_t: not ours either */
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The backward installed on a kernel's class: backward(self, indexes, grad_outputs). */
+static PyObject *
+backward_method(PyObject *self, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
+                PyObject *kwnames)
+{
+    const Kernel *k = kernel_of(cls);
+    if (k == NULL) {
+        return NULL;
+    }
+    /* Every kernel's node has one output. */
+    if (nargs == 2 && kwnames == NULL && plain_indexes(args[0], k->arity) &&
+        PyTuple_CheckExact(args[1]) && PyTuple_GET_SIZE(args[1]) == 1) {
+        PyObject *result = k->backward(self, args[0], args[1]);
+        if (result != DECLINED) {
+            return result;
+        }
+        Py_DECREF(result);
+    }
+    return call_with_self(k->python_backward, self, args, nargs, kwnames);
+}
+
+static PyMethodDef kernel_defs[2] = {
+    {"forward", (PyCFunction)(void (*)(void))forward_method,
+     METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "forward($self, inputs)\n--\n\nThis class's forward, in C (agnograd/_speedups.c)."},
+    {"backward", (PyCFunction)(void (*)(void))backward_method,
+     METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "backward($self, target_input_indexes, grad_outputs)\n--\n\n"
+     "This class's backward, in C (agnograd/_speedups.c)."},
+};
 
 static PyObject *
 apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
@@ -925,7 +968,7 @@ apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
         }
     }
     Py_XSETREF(NODE(func)->xp, Py_NewRef(xp == NULL ? Py_None : xp));
-    PyObject *returned = call_forward(func, arrays);
+    PyObject *returned = PyObject_CallMethodOneArg(func, s_forward, arrays);
     if (returned == NULL) {
         note_forward_error(func, arrays);
         goto error;
@@ -1006,6 +1049,118 @@ error:
     Py_XDECREF(nodes);
     Py_XDECREF(arrays);
     return fallback ? PyObject_Vectorcall(apply_python, args, 2, NULL) : NULL;
+}
+
+/* -- operators: Variable's arithmetic with a Variable, an array or a scalar --------
+ *
+ * `x * y` is the commonest operation of all. In Python, the operator is a
+ * function (_elementwise._binary) that the interpreter is entered for; here it
+ * is a method descriptor of Variable, which CPython calls directly. It does what
+ * the Python one does: a Python scalar on the right makes the node of an
+ * operation with a constant (AddConstant(-y) for x - y), anything else the
+ * binary node, and node.apply(inputs)[0] is the result. */
+
+typedef struct {
+    PyObject *node, *scalar_node; /* given by install_operators() */
+    int negate;                   /* pass -y to scalar_node, as x - y does */
+} Operator;
+
+enum { OP_ADD, OP_RADD, OP_SUB, OP_MUL, OP_RMUL, OP_TRUEDIV, N_OPERATORS };
+static Operator operators[N_OPERATORS];
+
+static PyObject *s_apply;
+
+static PyObject *
+binary_operator(const Operator *op, PyObject *self, PyObject *other)
+{
+    PyTypeObject *type = Py_TYPE(other);
+    int scalar = type == &PyFloat_Type || type == &PyLong_Type || type == &PyBool_Type ||
+                 type == &PyComplex_Type;
+    PyObject *node, *inputs;
+    if (scalar) {
+        PyObject *value = op->negate ? PyNumber_Negative(other) : Py_NewRef(other);
+        node = value == NULL ? NULL : PyObject_CallOneArg(op->scalar_node, value);
+        Py_XDECREF(value);
+        inputs = PyTuple_Pack(1, self);
+    }
+    else {
+        node = PyObject_CallNoArgs(op->node);
+        inputs = PyTuple_Pack(2, self, other);
+    }
+    PyObject *results = NULL;
+    if (node != NULL && inputs != NULL) {
+        PyObject *args[2] = {node, inputs};
+        results = PyObject_VectorcallMethod(s_apply, args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    }
+    Py_XDECREF(node);
+    Py_XDECREF(inputs);
+    if (results == NULL) {
+        return NULL;
+    }
+    PyObject *result = PySequence_GetItem(results, 0);
+    Py_DECREF(results);
+    return result;
+}
+
+#define OPERATOR_METHOD(fn, which)                                                             \
+    static PyObject *fn(PyObject *self, PyObject *other)                                       \
+    {                                                                                          \
+        return binary_operator(&operators[which], self, other);                                \
+    }
+OPERATOR_METHOD(op_add, OP_ADD)
+OPERATOR_METHOD(op_radd, OP_RADD)
+OPERATOR_METHOD(op_sub, OP_SUB)
+OPERATOR_METHOD(op_mul, OP_MUL)
+OPERATOR_METHOD(op_rmul, OP_RMUL)
+OPERATOR_METHOD(op_truediv, OP_TRUEDIV)
+
+static PyMethodDef operator_defs[N_OPERATORS] = {
+    [OP_ADD] = {"__add__", op_add, METH_O, "Return self+value."},
+    [OP_RADD] = {"__radd__", op_radd, METH_O, "Return value+self."},
+    [OP_SUB] = {"__sub__", op_sub, METH_O, "Return self-value."},
+    [OP_MUL] = {"__mul__", op_mul, METH_O, "Return self*value."},
+    [OP_RMUL] = {"__rmul__", op_rmul, METH_O, "Return value*self."},
+    [OP_TRUEDIV] = {"__truediv__", op_truediv, METH_O, "Return self/value."},
+};
+
+/* install_operators(Variable, {name: (node, scalar_node, negate)}): make these the
+ * operators of Variable (the dunders that the dict names, all of them). */
+static PyObject *
+install_operators(PyObject *module, PyObject *args)
+{
+    PyObject *cls, *table;
+    if (!PyArg_ParseTuple(args, "O!O!:install_operators", &PyType_Type, &cls, &PyDict_Type,
+                          &table)) {
+        return NULL;
+    }
+    if (PyDict_GET_SIZE(table) != N_OPERATORS) {
+        PyErr_Format(PyExc_ValueError, "install_operators: expected %d operators", N_OPERATORS);
+        return NULL;
+    }
+    for (int i = 0; i < N_OPERATORS; i++) {
+        Operator *op = &operators[i];
+        PyObject *entry = PyDict_GetItemString(table, operator_defs[i].ml_name); /* borrowed */
+        PyObject *node, *scalar_node;
+        int negate;
+        if (entry == NULL) {
+            PyErr_Format(PyExc_KeyError, "install_operators: no entry for %s",
+                         operator_defs[i].ml_name);
+            return NULL;
+        }
+        if (!PyArg_ParseTuple(entry, "OOp:install_operators", &node, &scalar_node, &negate)) {
+            return NULL;
+        }
+        PyObject *descr = PyDescr_NewMethod((PyTypeObject *)cls, &operator_defs[i]);
+        if (descr == NULL || PyObject_SetAttrString(cls, operator_defs[i].ml_name, descr) < 0) {
+            Py_XDECREF(descr);
+            return NULL;
+        }
+        Py_DECREF(descr);
+        Py_XSETREF(op->node, Py_NewRef(node));
+        Py_XSETREF(op->scalar_node, Py_NewRef(scalar_node));
+        op->negate = negate;
+    }
+    Py_RETURN_NONE;
 }
 
 /* -- the backward loop ------------------------------------------------------- */
@@ -1326,7 +1481,9 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyOb
         Py_XDECREF(gy_list);
     }
     else {
-        gxs = call_backward(func, indexes, gys);
+        PyObject *call_args[3] = {func, indexes, gys};
+        gxs = PyObject_VectorcallMethod(s_backward, call_args,
+                                        3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     }
     Py_CLEAR(gys);
     if (gxs == NULL) {
@@ -1507,30 +1664,47 @@ init(PyObject *module, PyObject *args)
 }
 
 
-/* register_kernels(classes, is_complex): classes maps each kernel's name to the
- * node class whose forward and backward it stands for. */
+/* install_kernels(classes, is_complex): make the kernels the forward and backward
+ * of the node classes, given by name, keeping their Python methods to fall back
+ * on. */
 static PyObject *
-register_kernels(PyObject *module, PyObject *args)
+install_kernels(PyObject *module, PyObject *args)
 {
     PyObject *classes, *complex_check;
-    if (!PyArg_ParseTuple(args, "O!O:register_kernels", &PyDict_Type, &classes, &complex_check)) {
+    if (!PyArg_ParseTuple(args, "O!O:install_kernels", &PyDict_Type, &classes, &complex_check)) {
         return NULL;
     }
     for (size_t i = 0; i < N_KERNELS; i++) {
-        PyObject *cls = PyDict_GetItemString(classes, kernels[i].name); /* borrowed */
-        if (cls == NULL || !PyType_Check(cls)) {
-            PyErr_Format(PyExc_TypeError, "register_kernels: no class for the kernel %s",
-                         kernels[i].name);
+        Kernel *k = &kernels[i];
+        PyObject *cls = PyDict_GetItemString(classes, k->name); /* borrowed */
+        if (cls == NULL || !PyType_Check(cls) ||
+            !PyType_IsSubtype((PyTypeObject *)cls, &NodeBaseType)) {
+            PyErr_Format(PyExc_TypeError, "install_kernels: no node class for the kernel %s",
+                         k->name);
             return NULL;
         }
-        PyObject *forward = PyObject_GetAttr(cls, s_forward);
-        PyObject *backward = forward == NULL ? NULL : PyObject_GetAttr(cls, s_backward);
-        if (backward == NULL) {
-            Py_XDECREF(forward);
-            return NULL;
+        PyObject *methods[2] = {NULL, NULL};
+        for (int m = 0; m < 2; m++) {
+            methods[m] = PyObject_GetAttrString(cls, kernel_defs[m].ml_name);
+            if (methods[m] != NULL && !PyFunction_Check(methods[m])) {
+                PyErr_Format(PyExc_TypeError, "install_kernels: %R.%s is not a Python function",
+                             cls, kernel_defs[m].ml_name);
+                Py_CLEAR(methods[m]);
+            }
+            PyObject *descr = methods[m] == NULL
+                                  ? NULL
+                                  : PyDescr_NewMethod((PyTypeObject *)cls, &kernel_defs[m]);
+            if (descr == NULL || PyObject_SetAttrString(cls, kernel_defs[m].ml_name, descr) < 0) {
+                Py_XDECREF(descr);
+                Py_XDECREF(methods[0]);
+                Py_XDECREF(methods[1]);
+                return NULL;
+            }
+            Py_DECREF(descr);
         }
-        Py_XSETREF(kernels[i].python_forward, forward);
-        Py_XSETREF(kernels[i].python_backward, backward);
+        Py_XSETREF(k->cls, (PyTypeObject *)Py_NewRef(cls));
+        Py_XSETREF(k->python_forward, methods[0]);
+        Py_XSETREF(k->python_backward, methods[1]);
     }
     Py_XSETREF(is_complex_python, Py_NewRef(complex_check));
     Py_RETURN_NONE;
@@ -1539,10 +1713,12 @@ register_kernels(PyObject *module, PyObject *args)
 static PyMethodDef methods[] = {
     {"conjugate_if_complex", (PyCFunction)(void (*)(void))conjugate_if_complex, METH_FASTCALL,
      "conjugate_if_complex(xp, a): conj(a) for complex arrays, a for real ones, "
-     "a.conjugate() for Python scalars (after register_kernels)."},
-    {"register_kernels", register_kernels, METH_VARARGS,
-     "register_kernels(classes, is_complex): the node classes whose methods the C kernels "
-     "stand for."},
+     "a.conjugate() for Python scalars (after install_kernels)."},
+    {"install_operators", install_operators, METH_VARARGS,
+     "install_operators(Variable, table): make the C operators Variable's +, -, * and /."},
+    {"install_kernels", install_kernels, METH_VARARGS,
+     "install_kernels(classes, is_complex): make the C kernels the forward and backward of "
+     "these node classes, given by name."},
 
     {"run", run, METH_VARARGS,
      "run(seeds, retain_grad, clear_buffer, helpers): the ordinary backward loop."},
@@ -1581,6 +1757,7 @@ PyInit__speedups(void)
         {&s_value, "value"},
         {&s_conjugate, "conjugate"},
         {&s_conj, "conj"},
+        {&s_apply, "apply"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if ((*names[i].target = PyUnicode_InternFromString(names[i].text)) == NULL) {

@@ -176,15 +176,20 @@ needs_speedups = pytest.mark.skipif(_function.speedups is None, reason="extensio
 
 @contextlib.contextmanager
 def python_reference():
-    """Switch the C apply and backward loop off for the block."""
+    """The Python reference alone for the block: apply, the backward loop, the methods."""
     fast_apply, fast_loop = vars(agnograd.FunctionNode)["apply"], _engine.speedups
+    kernels = {cls: (vars(cls)["forward"], vars(cls)["backward"]) for cls in E.PYTHON_METHODS}
     agnograd.FunctionNode.apply = _function.apply_reference
     _engine.speedups = None
+    for cls, (forward, backward) in E.PYTHON_METHODS.items():
+        cls.forward, cls.backward = forward, backward
     try:
         yield
     finally:
         agnograd.FunctionNode.apply = fast_apply
         _engine.speedups = fast_loop
+        for cls, (forward, backward) in kernels.items():
+            cls.forward, cls.backward = forward, backward
 
 
 KERNEL_CASES = {
@@ -201,6 +206,7 @@ KERNEL_CASES = {
     "broadcast": lambda x, w: F.reshape(x, (4, 1)) * w - F.reshape(w, (1, 4)) / 3.0,
     "constants": lambda x, w: (x + 2.0) * 3.0 / 4.0 - 1.0,
     "constant grad": lambda x, w: x * F.exp(w).array,
+    "conj (keeps nothing)": lambda x, w: F.conj(x) * w,
 }
 
 
@@ -220,11 +226,15 @@ def test_kernels_match_the_python_reference(backend, case, dtype):
         with python_reference() if reference else contextlib.nullcontext():
             y = F.sum(KERNEL_CASES[case](x, w))
             y.backward()
-        results.append([backend.to_numpy(a) for a in (y.array, x.grad, w.grad) if a is not None])
-    fast, slow = results
-    assert len(fast) == len(slow)
-    for a, b in zip(fast, slow, strict=True):
-        np.testing.assert_array_equal(a, b)
+            # Double backprop: the kernels hand Variables to the Python methods.
+            (gx,) = agnograd.grad([y], [x], enable_double_backprop=True)
+            (ggx,) = agnograd.grad([F.sum(gx * gx)], [x]) if gx is not None else (None,)
+        arrays = (y.array, x.grad, w.grad, None if gx is None else gx.array, ggx)
+        results.append([None if a is None else backend.to_numpy(a) for a in arrays])
+    for a, b in zip(*results, strict=True):
+        assert (a is None) == (b is None)
+        if a is not None:
+            np.testing.assert_array_equal(a, b)
 
 
 def _python_frames(fn):
@@ -257,7 +267,7 @@ def test_kernels_run_instead_of_the_python_methods():
 
     assert _python_frames(step) == set()
     # Functions outside the standard decline, and their Python forward runs.
-    assert _python_frames(lambda: F.sigmoid(x)) == {Unary.forward.__code__}
+    assert _python_frames(lambda: F.sigmoid(x)) == {E.PYTHON_METHODS[Unary][0].__code__}
 
 
 @needs_speedups
@@ -311,3 +321,39 @@ def test_rules_conjugate_complex_arrays_only(backend):
     assert E._c(xp, 2.5) == 2.5
     assert E._c(xp, 1 + 1j) == 1 - 1j
     assert E._c(xp, True) == 1
+
+
+@needs_speedups
+@pytest.mark.parametrize(
+    ("dunder", "python"),
+    [
+        ("__add__", E._add),
+        ("__radd__", E._add),
+        ("__sub__", E._sub),
+        ("__mul__", E._mul),
+        ("__rmul__", E._mul),
+        ("__truediv__", E._div),
+    ],
+)
+def test_c_operators_match_the_python_ones(backend, dunder, python):
+    method = vars(agnograd.Variable)[dunder]
+    assert type(method).__name__ == "method_descriptor"  # the C one is installed
+    others = [2, 2.5, True, 1 + 1j, "text", None]
+    others += [backend.asarray([1.0, 2.0]), agnograd.Variable(backend.asarray([3.0, 4.0]))]
+    for other in others:
+        outcomes = []
+        for fn in (method, python):
+            x = agnograd.Variable(backend.asarray([0.5, -1.0]))
+            try:
+                y = fn(x, other)
+                F.sum(y).backward()
+                outcomes.append(
+                    (type(y.creator_node).__name__, backend.to_numpy(y), backend.to_numpy(x.grad))
+                )
+            except Exception as error:  # compared between the two
+                outcomes.append((type(error), str(error)))
+        fast, slow = outcomes
+        assert len(fast) == len(slow)
+        assert fast[0] == slow[0], (other, fast, slow)
+        for a, b in zip(fast[1:], slow[1:], strict=True):
+            np.testing.assert_array_equal(a, b)

@@ -680,15 +680,13 @@ def _sub(x1: Any, x2: Any, /) -> Variable:
     return Sub().apply((x1, x2))[0]
 
 
+#: The classes whose forward and backward are C kernels when the extension is built
+#: (see _speedups.c), and their Python methods: the reference, which the kernels fall
+#: back to.
+KERNEL_CLASSES = (Unary, Add, Sub, Mul, Div, AddConstant, MulConstant, DivConstant)
+PYTHON_METHODS = {cls: (cls.forward, cls.backward) for cls in KERNEL_CLASSES}
 if speedups is not None:
-    # The C versions of these classes' forward and backward (see _speedups.c).
-    speedups.register_kernels(
-        {
-            cls.__name__: cls
-            for cls in (Unary, Add, Sub, Mul, Div, AddConstant, MulConstant, DivConstant)
-        },
-        _is_complex,
-    )
+    speedups.install_kernels({cls.__name__: cls for cls in KERNEL_CLASSES}, _is_complex)
     _c = speedups.conjugate_if_complex  # the Python _c above, in C
 
 
