@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -97,8 +97,29 @@ class _Config:
 config = _Config()
 
 
-@contextlib.contextmanager
-def using_config(name: str, value: Any) -> Iterator[None]:
+class _Setting(contextlib.ContextDecorator, contextlib.AbstractContextManager[None]):
+    """What :func:`using_config` returns: one entry set for the length of a block.
+
+    A class rather than a generator: backward enters two of these per call, and a
+    generator-based context manager costs several times as much. Re-entrant, and
+    usable as a decorator, like the ones of :mod:`contextlib`.
+    """
+
+    __slots__ = ("_entry", "_tokens", "_value")
+
+    def __init__(self, entry: contextvars.ContextVar[Any], value: Any) -> None:
+        self._entry = entry
+        self._value = value
+        self._tokens: list[contextvars.Token[Any]] = []
+
+    def __enter__(self) -> None:
+        self._tokens.append(self._entry.set(self._value))
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._entry.reset(self._tokens.pop())
+
+
+def using_config(name: str, value: Any) -> contextlib.AbstractContextManager[None]:
     """Set ``agnograd.config.<name>`` to ``value`` inside a ``with`` block, in this thread.
 
     Examples
@@ -113,11 +134,7 @@ def using_config(name: str, value: Any) -> Iterator[None]:
     entry = _entries.get(name)
     if entry is None:
         entry = _entries[name] = contextvars.ContextVar(f"agnograd.{name}")
-    token = entry.set(value)
-    try:
-        yield
-    finally:
-        entry.reset(token)
+    return _Setting(entry, value)
 
 
 def no_backprop_mode() -> contextlib.AbstractContextManager[None]:

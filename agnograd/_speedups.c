@@ -235,9 +235,13 @@ untracked(PyObject *obj)
     return obj;
 }
 
-/* The Variable (and its VariableNode) of a new output: _variable._new_variable. */
+/* The Variable (and its VariableNode) of a new output: _variable._new_variable.
+ * `like` is a shape tuple to share when the output's shape is equal (that of an
+ * input, usually), or NULL: a graph then keeps one tuple per shape rather than
+ * one per node. */
 static PyObject *
-new_variable(PyObject *data, int requires_grad, PyObject *creator, PyObject *rank)
+new_variable(PyObject *data, int requires_grad, PyObject *creator, PyObject *rank,
+             PyObject *like)
 {
     PyObject *shape = PyObject_GetAttr(data, s_shape);
     if (shape == NULL) {
@@ -247,6 +251,16 @@ new_variable(PyObject *data, int requires_grad, PyObject *creator, PyObject *ran
         Py_SETREF(shape, PySequence_Tuple(shape));
         if (shape == NULL) {
             return NULL;
+        }
+    }
+    if (like != NULL && PyTuple_CheckExact(like)) {
+        int same = PyObject_RichCompareBool(shape, like, Py_EQ);
+        if (same < 0) {
+            Py_DECREF(shape);
+            return NULL;
+        }
+        if (same) {
+            Py_SETREF(shape, Py_NewRef(like));
         }
     }
     PyObject *dtype = PyObject_GetAttr(data, s_dtype);
@@ -505,21 +519,18 @@ saved_raw(PyObject *func, PyObject *saved, Py_ssize_t count)
     return Py_NewRef(saved);
 }
 
-/* Unary.forward: getattr(self.xp, self.fn)(x). A `compute` of its own declines. */
+/* Unary.forward: getattr(self.xp, type(self).fn)(x). A `compute` declines. */
 static PyObject *
 unary_forward(PyObject *func, PyObject *arrays)
 {
-    PyObject *compute = PyObject_GetAttr(func, s_compute);
-    if (compute == NULL) {
-        return NULL;
-    }
-    Py_DECREF(compute);
-    if (compute != Py_None) {
+    /* Borrowed from the class's dicts (cached lookups): no Python code runs until
+     * the call below. */
+    PyObject *compute = _PyType_Lookup(Py_TYPE(func), s_compute);
+    PyObject *fn = _PyType_Lookup(Py_TYPE(func), s_fn);
+    if (compute != Py_None || fn == NULL) {
         return Py_NewRef(DECLINED);
     }
-    PyObject *fn = PyObject_GetAttr(func, s_fn);
-    PyObject *f = fn == NULL ? NULL : PyObject_GetAttr(NODE(func)->xp, fn);
-    Py_XDECREF(fn);
+    PyObject *f = PyObject_GetAttr(NODE(func)->xp, fn);
     if (f == NULL) {
         return NULL;
     }
@@ -905,7 +916,7 @@ apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
     Py_ssize_t n = PyTuple_GET_SIZE(inputs);
     PyObject *nodes = PyTuple_New(n), *arrays = PyTuple_New(n);
     PyObject *xp = NULL, *rank = NULL, *outputs = NULL, *results = NULL, *refs = NULL;
-    PyObject *out_rank = NULL;
+    PyObject *out_rank = NULL, *like = NULL;
     long max_rank = 0;
     int requires_grad = 0, fallback = 0;
     if (nodes == NULL || arrays == NULL) {
@@ -997,7 +1008,7 @@ apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
     if (!record) {
         for (Py_ssize_t i = 0; i < m; i++) {
             PyObject *var =
-                new_variable(PyTuple_GET_ITEM(outputs, i), requires_grad, Py_None, zero);
+                new_variable(PyTuple_GET_ITEM(outputs, i), requires_grad, Py_None, zero, NULL);
             if (var == NULL) {
                 goto error;
             }
@@ -1010,10 +1021,12 @@ apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
     if (out_rank == NULL || refs == NULL) {
         goto error;
     }
+    /* The first input's shape, to share (new_variable). */
+    like = n ? Py_XNewRef(SLOT(PyTuple_GET_ITEM(nodes, 0), node_shape)) : NULL;
     Py_XSETREF(NODE(func)->rank, Py_NewRef(rank == NULL ? zero : rank));
     Py_XSETREF(NODE(func)->inputs, Py_NewRef(nodes));
     for (Py_ssize_t i = 0; i < m; i++) {
-        PyObject *var = new_variable(PyTuple_GET_ITEM(outputs, i), 1, func, out_rank);
+        PyObject *var = new_variable(PyTuple_GET_ITEM(outputs, i), 1, func, out_rank, like);
         if (var == NULL) {
             goto error;
         }
@@ -1029,6 +1042,7 @@ apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
         goto error;
     }
 done:
+    Py_XDECREF(like);
     Py_XDECREF(xp);
     Py_XDECREF(rank);
     Py_XDECREF(out_rank);
@@ -1039,6 +1053,7 @@ done:
     Py_DECREF(inputs);
     return results;
 error:
+    Py_XDECREF(like);
     Py_XDECREF(inputs);
     Py_XDECREF(xp);
     Py_XDECREF(rank);

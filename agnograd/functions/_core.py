@@ -83,10 +83,12 @@ class Unary(FunctionNode):
     compute: Callable[[Any, Any], Any] | None = None
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        # What to keep is declared by the class (_retain_in / _retain_out).
-        if self.compute is not None:
-            return (type(self).compute(self.xp, inputs[0]),)  # type: ignore[misc]
-        return (getattr(self.xp, self.fn)(inputs[0]),)
+        # What to keep is declared by the class (_retain_in / _retain_out), and so
+        # are fn, compute and rule: they are read from the class.
+        cls = type(self)
+        if cls.compute is not None:
+            return (cls.compute(self.xp, inputs[0]),)  # type: ignore[misc]
+        return (getattr(self.xp, cls.fn)(inputs[0]),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
