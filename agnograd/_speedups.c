@@ -1,4 +1,4 @@
-/* agnograd._speedups: the two hot paths of agnograd in C.
+/* agnograd._speedups: the hot paths of agnograd in C.
  *
  * FunctionNode.apply and the engine's backward loop run once per operation; in
  * Python their bookkeeping (building Variables and VariableNodes, linking the
@@ -8,7 +8,9 @@
  *   apply(func, inputs)   eager mode, no function hooks;
  *   run(seeds, retain_grad, clear_buffer, helpers)
  *                         ordinary backprop: no double backprop, no grad()
- *                         targets, no global hooks, no moved leaves.
+ *                         targets, no global hooks, no moved leaves;
+ *   kernels               the forward and backward of the commonest nodes;
+ *   operators             Variable's + - * /.
  *
  * The Python code in _function.py and _engine.py stays the reference: apply
  * hands anything else to it, _engine._run only calls run() in the case above,
@@ -26,6 +28,10 @@
 #include <structmember.h>
 
 #define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
+
+#if PY_VERSION_HEX < 0x030D0000 /* its name before 3.13 */
+#define PyObject_GetOptionalAttr _PyObject_LookupAttr
+#endif
 
 /* -- the state of a function node ----------------------------------------------
  *
@@ -112,6 +118,8 @@ node_base_dealloc(NodeBase *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* (instance dict, {field: value}) as object.__getstate__ gives for slots: the C
+ * fields, and the __slots__ of subclasses (copyreg._slotnames lists them). */
 static PyObject *
 node_base_getstate(PyObject *self, PyObject *Py_UNUSED(ignored))
 {
@@ -124,6 +132,23 @@ node_base_getstate(PyObject *self, PyObject *Py_UNUSED(ignored))
         }
         Py_DECREF(v);
     }
+    PyObject *copyreg = PyImport_ImportModule("copyreg");
+    PyObject *names = copyreg == NULL ? NULL
+                                      : PyObject_CallMethod(copyreg, "_slotnames", "O", Py_TYPE(self));
+    Py_XDECREF(copyreg);
+    PyObject *names_seq = names == NULL ? NULL : PySequence_Fast(names, "__slotnames__");
+    Py_XDECREF(names);
+    if (names_seq == NULL) { Py_DECREF(fields); return NULL; }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(names_seq); i++) {
+        PyObject *name = PySequence_Fast_GET_ITEM(names_seq, i), *v;
+        int found = PyObject_GetOptionalAttr(self, name, &v); /* an empty slot is left out */
+        if (found > 0) {
+            found = PyDict_SetItem(fields, name, v) < 0 ? -1 : 1;
+            Py_DECREF(v);
+        }
+        if (found < 0) { Py_DECREF(names_seq); Py_DECREF(fields); return NULL; }
+    }
+    Py_DECREF(names_seq);
     PyObject *dict = PyObject_GenericGetDict(self, NULL);
     if (dict == NULL) { PyErr_Clear(); dict = Py_NewRef(Py_None); }
     return Py_BuildValue("(NN)", dict, fields);
@@ -421,7 +446,9 @@ typedef PyObject *(*ForwardKernel)(PyObject *func, PyObject *arrays);
 typedef PyObject *(*BackwardKernel)(PyObject *func, PyObject *indexes, PyObject *gys);
 
 static PyObject *s_fn, *s_compute, *s_rule, *s_value, *s_conjugate, *s_conj;
-static PyObject *is_complex_python; /* _elementwise._is_complex */
+static PyObject *is_complex_python;        /* _elementwise._is_complex */
+static PyObject *base_get_retained_inputs; /* FunctionNode.get_retained_inputs */
+static PyObject *s_get_retained_inputs;
 
 /* A tuple of the n items given (stolen); NULL if any of them is NULL. */
 static PyObject *
@@ -472,15 +499,22 @@ is_complex(PyObject *a)
             return 0;
         }
     }
+    if (is_complex_python == NULL) {
+        Py_DECREF(dtype);
+        PyErr_SetString(PyExc_RuntimeError, "_speedups: install_kernels() was not called");
+        return -1;
+    }
     PyObject *r = PyObject_CallOneArg(is_complex_python, a);
     int complex = r == NULL ? -1 : PyObject_IsTrue(r);
     Py_XDECREF(r);
-    if (complex == 0 && i < n) {
-        real_dtypes[i] = dtype; /* kept for good */
+    /* The call ran Python code, which may have filled slots meanwhile. */
+    for (i = 0; complex == 0 && i < n && real_dtypes[i] != dtype; i++) {
+        if (real_dtypes[i] == NULL) {
+            real_dtypes[i] = Py_NewRef(dtype); /* kept for good */
+            break;
+        }
     }
-    else {
-        Py_DECREF(dtype);
-    }
+    Py_DECREF(dtype);
     return complex;
 }
 
@@ -523,14 +557,19 @@ saved_raw(PyObject *func, PyObject *saved, Py_ssize_t count)
 static PyObject *
 unary_forward(PyObject *func, PyObject *arrays)
 {
-    /* Borrowed from the class's dicts (cached lookups): no Python code runs until
-     * the call below. */
+    /* Cached lookups in the class's dicts (borrowed: no Python code runs before
+     * they are used or held). Without a namespace (not applied) the Python raises. */
     PyObject *compute = _PyType_Lookup(Py_TYPE(func), s_compute);
     PyObject *fn = _PyType_Lookup(Py_TYPE(func), s_fn);
-    if (compute != Py_None || fn == NULL) {
+    PyObject *xp = NODE(func)->xp;
+    if (compute != Py_None || fn == NULL || xp == NULL || xp == Py_None) {
         return Py_NewRef(DECLINED);
     }
-    PyObject *f = PyObject_GetAttr(NODE(func)->xp, fn);
+    Py_INCREF(fn);
+    Py_INCREF(xp);
+    PyObject *f = PyObject_GetAttr(xp, fn);
+    Py_DECREF(fn);
+    Py_DECREF(xp);
     if (f == NULL) {
         return NULL;
     }
@@ -548,35 +587,30 @@ unary_backward(PyObject *func, PyObject *indexes, PyObject *gys)
     if (PyDict_GET_SIZE(versions) || NODE(func)->variables_in_backward) {
         return Py_NewRef(DECLINED);
     }
-    PyObject *names[2] = {s_retain_in, s_retain_out};
-    PyObject *fields[2] = {NODE(func)->saved_inputs, NODE(func)->saved_outputs};
-    PyObject *saved[2] = {NULL, NULL}; /* held while the rule runs */
-    PyObject *result = NULL;
-    PyObject *args[5] = {NULL, NODE(func)->xp, Py_None, Py_None, PyTuple_GET_ITEM(gys, 0)};
-    for (int k = 0; k < 2; k++) {
-        int keeps = truthy_attr(func, names[k]);
-        if (keeps < 0) {
-            goto done;
-        }
-        if (keeps) {
-            saved[k] = saved_raw(func, fields[k], 1);
-            if (saved[k] == DECLINED) {
-                result = Py_NewRef(DECLINED);
-                goto done;
-            }
-            args[2 + k] = PyTuple_GET_ITEM(saved[k], 0);
-        }
+    /* What may run Python code comes first; the arrays and the namespace are
+     * read after it, and held while the rule runs. */
+    int keeps_x = truthy_attr(func, s_retain_in);
+    int keeps_y = keeps_x < 0 ? -1 : truthy_attr(func, s_retain_out);
+    PyObject *rule = keeps_y < 0 ? NULL : PyObject_GetAttr((PyObject *)Py_TYPE(func), s_rule);
+    if (rule == NULL) {
+        return NULL;
     }
-    PyObject *rule = PyObject_GetAttr((PyObject *)Py_TYPE(func), s_rule);
-    if (rule != NULL) {
-        Py_INCREF(args[1]);
+    PyObject *saved_x = keeps_x ? saved_raw(func, NODE(func)->saved_inputs, 1) : NULL;
+    PyObject *saved_y = keeps_y ? saved_raw(func, NODE(func)->saved_outputs, 1) : NULL;
+    PyObject *xp = NODE(func)->xp, *result;
+    if (saved_x == DECLINED || saved_y == DECLINED || xp == NULL) {
+        result = Py_NewRef(DECLINED);
+    }
+    else {
+        PyObject *args[5] = {NULL, Py_NewRef(xp), saved_x ? PyTuple_GET_ITEM(saved_x, 0) : Py_None,
+                             saved_y ? PyTuple_GET_ITEM(saved_y, 0) : Py_None,
+                             PyTuple_GET_ITEM(gys, 0)};
         result = one(PyObject_Vectorcall(rule, args + 1, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL));
         Py_DECREF(args[1]);
-        Py_DECREF(rule);
     }
-done:
-    Py_XDECREF(saved[0]);
-    Py_XDECREF(saved[1]);
+    Py_XDECREF(saved_x);
+    Py_XDECREF(saved_y);
+    Py_DECREF(rule);
     return result;
 }
 
@@ -621,9 +655,9 @@ add_backward(PyObject *func, PyObject *indexes, PyObject *gys)
 static PyObject *
 sub_backward(PyObject *func, PyObject *indexes, PyObject *gys)
 {
-    PyObject *gy = PyTuple_GET_ITEM(gys, 0), *gx[2];
+    PyObject *gy = PyTuple_GET_ITEM(gys, 0), *gx[2] = {NULL, NULL};
     Py_ssize_t n = PyTuple_GET_SIZE(indexes);
-    for (Py_ssize_t k = 0; k < n; k++) {
+    for (Py_ssize_t k = 0; k < n && (k == 0 || gx[k - 1] != NULL); k++) {
         gx[k] = INDEX(indexes, k) == 0 ? Py_NewRef(gy) : PyNumber_Negative(gy);
     }
     return tuple_of(n, gx);
@@ -635,6 +669,10 @@ static int
 real_operands(PyObject *func, PyObject *gys, PyObject **saved, PyObject **result)
 {
     *result = NULL;
+    if (_PyType_Lookup(Py_TYPE(func), s_get_retained_inputs) != base_get_retained_inputs) {
+        *result = Py_NewRef(DECLINED); /* a subclass's own accessor: the Python runs it */
+        return 0;
+    }
     int complex = is_complex(PyTuple_GET_ITEM(gys, 0));
     if (complex < 0) {
         return 0;
@@ -651,13 +689,13 @@ real_operands(PyObject *func, PyObject *gys, PyObject **saved, PyObject **result
 static PyObject *
 mul_backward(PyObject *func, PyObject *indexes, PyObject *gys)
 {
-    PyObject *saved, *result, *gx[2];
+    PyObject *saved, *result, *gx[2] = {NULL, NULL};
     if (!real_operands(func, gys, &saved, &result)) {
         return result;
     }
     PyObject *gy = PyTuple_GET_ITEM(gys, 0);
     Py_ssize_t n = PyTuple_GET_SIZE(indexes);
-    for (Py_ssize_t k = 0; k < n; k++) {
+    for (Py_ssize_t k = 0; k < n && (k == 0 || gx[k - 1] != NULL); k++) {
         gx[k] = PyNumber_Multiply(gy, PyTuple_GET_ITEM(saved, 1 - INDEX(indexes, k)));
     }
     Py_DECREF(saved);
@@ -675,7 +713,7 @@ div_backward(PyObject *func, PyObject *indexes, PyObject *gys)
     PyObject *x1 = PyTuple_GET_ITEM(saved, 0), *x2 = PyTuple_GET_ITEM(saved, 1);
     PyObject *gx1 = PyNumber_TrueDivide(PyTuple_GET_ITEM(gys, 0), x2);
     Py_ssize_t n = PyTuple_GET_SIZE(indexes);
-    for (Py_ssize_t k = 0; gx1 != NULL && k < n; k++) {
+    for (Py_ssize_t k = 0; gx1 != NULL && k < n && (k == 0 || gx[k - 1] != NULL); k++) {
         if (INDEX(indexes, k) == 0) {
             gx[k] = Py_NewRef(gx1);
             continue;
@@ -802,7 +840,9 @@ call_with_self(PyObject *function, PyObject *self, PyObject *const *args, Py_ssi
     }
     stack[0] = self;
     memcpy(stack + 1, args, total * sizeof(PyObject *));
+    Py_INCREF(function); /* install_kernels() may replace the table's meanwhile */
     PyObject *result = PyObject_Vectorcall(function, stack, nargs + 1, kwnames);
+    Py_DECREF(function);
     if (stack != small) {
         PyMem_Free(stack);
     }
@@ -1091,17 +1131,19 @@ binary_operator(const Operator *op, PyObject *self, PyObject *other)
     PyTypeObject *type = Py_TYPE(other);
     int scalar = type == &PyFloat_Type || type == &PyLong_Type || type == &PyBool_Type ||
                  type == &PyComplex_Type;
-    PyObject *node, *inputs;
+    /* Held: install_operators() may replace the table's while Python code runs. */
+    PyObject *cls = Py_NewRef(scalar ? op->scalar_node : op->node), *node, *inputs;
     if (scalar) {
         PyObject *value = op->negate ? PyNumber_Negative(other) : Py_NewRef(other);
-        node = value == NULL ? NULL : PyObject_CallOneArg(op->scalar_node, value);
+        node = value == NULL ? NULL : PyObject_CallOneArg(cls, value);
         Py_XDECREF(value);
         inputs = PyTuple_Pack(1, self);
     }
     else {
-        node = PyObject_CallNoArgs(op->node);
+        node = PyObject_CallNoArgs(cls);
         inputs = PyTuple_Pack(2, self, other);
     }
+    Py_DECREF(cls);
     PyObject *results = NULL;
     if (node != NULL && inputs != NULL) {
         PyObject *args[2] = {node, inputs};
@@ -1155,25 +1197,25 @@ install_operators(PyObject *module, PyObject *args)
     for (int i = 0; i < N_OPERATORS; i++) {
         Operator *op = &operators[i];
         PyObject *entry = PyDict_GetItemString(table, operator_defs[i].ml_name); /* borrowed */
-        PyObject *node, *scalar_node;
-        int negate;
-        if (entry == NULL) {
-            PyErr_Format(PyExc_KeyError, "install_operators: no entry for %s",
+        if (entry == NULL || !PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3) {
+            PyErr_Format(PyExc_TypeError,
+                         "install_operators: %s needs a (node, scalar_node, negate) entry",
                          operator_defs[i].ml_name);
             return NULL;
         }
-        if (!PyArg_ParseTuple(entry, "OOp:install_operators", &node, &scalar_node, &negate)) {
-            return NULL;
-        }
-        PyObject *descr = PyDescr_NewMethod((PyTypeObject *)cls, &operator_defs[i]);
+        Py_INCREF(entry); /* its items stay put while __bool__ and setattr run */
+        int negate = PyObject_IsTrue(PyTuple_GET_ITEM(entry, 2));
+        PyObject *descr = negate < 0 ? NULL : PyDescr_NewMethod((PyTypeObject *)cls, &operator_defs[i]);
         if (descr == NULL || PyObject_SetAttrString(cls, operator_defs[i].ml_name, descr) < 0) {
             Py_XDECREF(descr);
+            Py_DECREF(entry);
             return NULL;
         }
         Py_DECREF(descr);
-        Py_XSETREF(op->node, Py_NewRef(node));
-        Py_XSETREF(op->scalar_node, Py_NewRef(scalar_node));
+        Py_XSETREF(op->node, Py_NewRef(PyTuple_GET_ITEM(entry, 0)));
+        Py_XSETREF(op->scalar_node, Py_NewRef(PyTuple_GET_ITEM(entry, 1)));
         op->negate = negate;
+        Py_DECREF(entry);
     }
     Py_RETURN_NONE;
 }
@@ -1679,14 +1721,24 @@ init(PyObject *module, PyObject *args)
 }
 
 
-/* install_kernels(classes, is_complex): make the kernels the forward and backward
- * of the node classes, given by name, keeping their Python methods to fall back
- * on. */
+/* Whether obj is the descriptor install_kernels() made from kernel_defs[m]. */
+static int
+is_installed(PyObject *obj, int m)
+{
+    return Py_IS_TYPE(obj, &PyMethodDescr_Type) &&
+           ((PyMethodDescrObject *)obj)->d_method == &kernel_defs[m];
+}
+
+/* install_kernels(classes, is_complex, get_retained_inputs): make the kernels the
+ * forward and backward of the node classes, given by name, keeping their Python
+ * methods to fall back on. Classes already given their kernels (a module that
+ * is reloaded) keep them. */
 static PyObject *
 install_kernels(PyObject *module, PyObject *args)
 {
-    PyObject *classes, *complex_check;
-    if (!PyArg_ParseTuple(args, "O!O:install_kernels", &PyDict_Type, &classes, &complex_check)) {
+    PyObject *classes, *complex_check, *accessor;
+    if (!PyArg_ParseTuple(args, "O!OO:install_kernels", &PyDict_Type, &classes, &complex_check,
+                          &accessor)) {
         return NULL;
     }
     for (size_t i = 0; i < N_KERNELS; i++) {
@@ -1698,30 +1750,49 @@ install_kernels(PyObject *module, PyObject *args)
                          k->name);
             return NULL;
         }
+        Py_INCREF(cls);
         PyObject *methods[2] = {NULL, NULL};
-        for (int m = 0; m < 2; m++) {
+        int installed = 0, status = 0;
+        for (int m = 0; status == 0 && m < 2; m++) {
             methods[m] = PyObject_GetAttrString(cls, kernel_defs[m].ml_name);
-            if (methods[m] != NULL && !PyFunction_Check(methods[m])) {
+            if (methods[m] == NULL) {
+                status = -1;
+            }
+            else if (is_installed(methods[m], m) && (PyObject *)k->cls == cls) {
+                installed++;
+            }
+            else if (!PyFunction_Check(methods[m])) {
                 PyErr_Format(PyExc_TypeError, "install_kernels: %R.%s is not a Python function",
                              cls, kernel_defs[m].ml_name);
-                Py_CLEAR(methods[m]);
+                status = -1;
             }
-            PyObject *descr = methods[m] == NULL
-                                  ? NULL
-                                  : PyDescr_NewMethod((PyTypeObject *)cls, &kernel_defs[m]);
-            if (descr == NULL || PyObject_SetAttrString(cls, kernel_defs[m].ml_name, descr) < 0) {
-                Py_XDECREF(descr);
-                Py_XDECREF(methods[0]);
-                Py_XDECREF(methods[1]);
-                return NULL;
-            }
-            Py_DECREF(descr);
         }
-        Py_XSETREF(k->cls, (PyTypeObject *)Py_NewRef(cls));
-        Py_XSETREF(k->python_forward, methods[0]);
-        Py_XSETREF(k->python_backward, methods[1]);
+        for (int m = 0; status == 0 && installed == 0 && m < 2; m++) {
+            PyObject *descr = PyDescr_NewMethod((PyTypeObject *)cls, &kernel_defs[m]);
+            if (descr == NULL || PyObject_SetAttrString(cls, kernel_defs[m].ml_name, descr) < 0) {
+                status = -1;
+            }
+            Py_XDECREF(descr);
+        }
+        if (status == 0 && installed == 0) {
+            Py_XSETREF(k->cls, (PyTypeObject *)Py_NewRef(cls));
+            Py_XSETREF(k->python_forward, Py_NewRef(methods[0]));
+            Py_XSETREF(k->python_backward, Py_NewRef(methods[1]));
+        }
+        Py_XDECREF(methods[0]);
+        Py_XDECREF(methods[1]);
+        Py_DECREF(cls);
+        if (status < 0) {
+            return NULL;
+        }
+        if (installed == 1) {
+            PyErr_Format(PyExc_TypeError, "install_kernels: %s has one kernel method of two",
+                         k->name);
+            return NULL;
+        }
     }
     Py_XSETREF(is_complex_python, Py_NewRef(complex_check));
+    Py_XSETREF(base_get_retained_inputs, Py_NewRef(accessor));
     Py_RETURN_NONE;
 }
 
@@ -1732,8 +1803,8 @@ static PyMethodDef methods[] = {
     {"install_operators", install_operators, METH_VARARGS,
      "install_operators(Variable, table): make the C operators Variable's +, -, * and /."},
     {"install_kernels", install_kernels, METH_VARARGS,
-     "install_kernels(classes, is_complex): make the C kernels the forward and backward of "
-     "these node classes, given by name."},
+     "install_kernels(classes, is_complex, get_retained_inputs): make the C kernels the "
+     "forward and backward of these node classes, given by name."},
 
     {"run", run, METH_VARARGS,
      "run(seeds, retain_grad, clear_buffer, helpers): the ordinary backward loop."},
@@ -1773,6 +1844,7 @@ PyInit__speedups(void)
         {&s_conjugate, "conjugate"},
         {&s_conj, "conj"},
         {&s_apply, "apply"},
+        {&s_get_retained_inputs, "get_retained_inputs"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if ((*names[i].target = PyUnicode_InternFromString(names[i].text)) == NULL) {

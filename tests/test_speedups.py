@@ -160,6 +160,10 @@ def test_apply_by_keyword_and_copied_nodes():
     assert clone.rank == func.rank == 0
     assert clone.outputs == func.outputs
     assert type(clone) is type(func)
+    # Slots of subclasses are copied too: the scalar of `x * 3.0`.
+    scalar = copy.copy((x * 3.0).creator_node)
+    assert scalar.value == 3.0
+    assert scalar.inputs == (x.node,)
 
 
 def test_rank_of_a_node_is_the_largest_input_rank_but_at_least_zero():
@@ -357,3 +361,52 @@ def test_c_operators_match_the_python_ones(backend, dunder, python):
         assert fast[0] == slow[0], (other, fast, slow)
         for a, b in zip(fast[1:], slow[1:], strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+@needs_speedups
+def test_kernels_of_a_node_never_applied_behave_as_the_python_methods():
+    outcomes = []
+    for reference in (False, True):
+        with python_reference() if reference else contextlib.nullcontext():
+            with pytest.raises(AttributeError):  # no namespace before apply
+                F.exp.node().forward((np.ones(2),))
+            outcomes.append(F.negative.node().backward((0,), (np.ones(2),))[0].tolist())
+    assert outcomes == [[-1.0, -1.0]] * 2
+
+
+@needs_speedups
+def test_kernel_errors_are_the_library_errors(backend):
+    # A second product computed after a failed first one hid torch's error.
+    errors = []
+    for reference in (False, True):
+        x0 = agnograd.Variable(backend.asarray([2.0]))
+        x1 = agnograd.Variable(backend.asarray([1.0, 2.0, 3.0]))
+        mode = python_reference() if reference else contextlib.nullcontext()
+        with mode, pytest.raises(Exception) as info:  # noqa: PT011 - compared below
+            agnograd.backward([x0 * x1], [backend.asarray([1.0, 1.0])])
+        errors.append(type(info.value))
+    assert errors[0] is errors[1]
+    assert errors[0] is not SystemError
+
+
+@needs_speedups
+def test_kernels_keep_a_subclass_accessor_and_any_order_of_indexes():
+    class Ones(E.Mul):
+        def get_retained_inputs(self):
+            return (np.ones(1), np.ones(1))
+
+    x = agnograd.Variable(np.array([5.0]))
+    w = agnograd.Variable(np.array([2.0]))
+    (y,) = Ones().apply((x, w))
+    y.backward()
+    assert (x.grad.tolist(), w.grad.tolist()) == ([1.0], [1.0])
+
+    results = []
+    for reference in (False, True):
+        with python_reference() if reference else contextlib.nullcontext():
+            (y,) = E.Mul().apply((x, w))
+            g = (np.ones(1),)
+            results.append(
+                [[a.tolist() for a in y.creator_node.backward(i, g)] for i in ((1, 0), (1,))]
+            )
+    assert results[0] == results[1] == [[[5.0], [2.0]], [[5.0]]]

@@ -472,10 +472,19 @@ class Add(FunctionNode):
         return grad_outputs * len(indexes)
 
 
-class AddConstant(FunctionNode):
+class WithScalar(FunctionNode):
+    """The node of an operation between an array and the Python scalar ``value``.
+
+    ``value`` is a slot: no instance dict is made for it (a node per ``x * 2``).
+    """
+
+    __slots__ = ("value",)
+
     def __init__(self, value: Any) -> None:
         self.value = value
 
+
+class AddConstant(WithScalar):
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] + self.value,)
 
@@ -492,11 +501,8 @@ class Sub(FunctionNode):
         return tuple([gy if i == 0 else -gy for i in indexes])
 
 
-class SubFromConstant(FunctionNode):
+class SubFromConstant(WithScalar):
     """``value - x``."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (self.value - inputs[0],)
@@ -517,15 +523,12 @@ class Mul(FunctionNode):
         if _is_complex(gy):
             xp = namespace_of(gy)
             x0, x1 = _c(xp, x0), _c(xp, x1)
-        if len(indexes) == 2:  # written out: a comprehension costs a frame
+        if indexes == (0, 1):  # the common case written out: a comprehension costs a frame
             return (gy * x1, gy * x0)
-        return (gy * x1,) if indexes[0] == 0 else (gy * x0,)
+        return tuple([gy * (x1 if i == 0 else x0) for i in indexes])
 
 
-class MulConstant(FunctionNode):
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
+class MulConstant(WithScalar):
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] * self.value,)
 
@@ -549,11 +552,8 @@ class Div(FunctionNode):
         return tuple([gx0 if i == 0 else -gx0 * x0 / x1 for i in indexes])
 
 
-class DivConstant(FunctionNode):
+class DivConstant(WithScalar):
     """``x / value``."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] / self.value,)
@@ -562,11 +562,8 @@ class DivConstant(FunctionNode):
         return (grad_outputs[0] / self.value.conjugate(),)
 
 
-class DivFromConstant(FunctionNode):
+class DivFromConstant(WithScalar):
     """``value / x``."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
 
     _retain_in = (0,)
     _retain_out = (0,)
@@ -614,11 +611,8 @@ class Pow(FunctionNode):
         return tuple(result)
 
 
-class PowConstant(FunctionNode):
+class PowConstant(WithScalar):
     """``x ** value``."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
 
     _retain_in = (0,)
 
@@ -636,11 +630,11 @@ class PowConstant(FunctionNode):
         return (gy * _c(namespace_of(gy), c * x ** (c - 1)),)
 
 
-class PowFromConstant(FunctionNode):
+class PowFromConstant(WithScalar):
     """``value ** x``."""
 
     def __init__(self, value: Any) -> None:
-        self.value = value
+        super().__init__(value)
         if value == 0:
             # 0 ** x is flat for x >= 0: the rule needs x to say where.
             self._retain_in = (0,)
@@ -686,7 +680,11 @@ def _sub(x1: Any, x2: Any, /) -> Variable:
 KERNEL_CLASSES = (Unary, Add, Sub, Mul, Div, AddConstant, MulConstant, DivConstant)
 PYTHON_METHODS = {cls: (cls.forward, cls.backward) for cls in KERNEL_CLASSES}
 if speedups is not None:
-    speedups.install_kernels({cls.__name__: cls for cls in KERNEL_CLASSES}, _is_complex)
+    speedups.install_kernels(
+        {cls.__name__: cls for cls in KERNEL_CLASSES},
+        _is_complex,
+        FunctionNode.get_retained_inputs,
+    )
     _c = speedups.conjugate_if_complex  # the Python _c above, in C
 
 
