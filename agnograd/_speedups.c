@@ -442,8 +442,20 @@ note_forward_error(PyObject *func, PyObject *arrays)
 
 #define DECLINED Py_NotImplemented /* a kernel's "not mine"; never reaches Python */
 
-typedef PyObject *(*ForwardKernel)(PyObject *func, PyObject *arrays);
-typedef PyObject *(*BackwardKernel)(PyObject *func, PyObject *indexes, PyObject *gys);
+typedef struct Kernel Kernel;
+typedef PyObject *(*ForwardKernel)(const Kernel *k, PyObject *func, PyObject *arrays);
+typedef PyObject *(*BackwardKernel)(const Kernel *k, PyObject *func, PyObject *indexes,
+                                    PyObject *gys);
+
+struct Kernel {
+    const char *name; /* the node class's, as install_kernels() is given it */
+    Py_ssize_t arity; /* its inputs; calls with other counts go to the Python method */
+    binaryfunc op;    /* the arithmetic, for the kernels shared by several classes */
+    ForwardKernel forward;
+    BackwardKernel backward;
+    PyTypeObject *cls;                          /* the class it is installed on */
+    PyObject *python_forward, *python_backward; /* the reference; what a decline runs */
+};
 
 static PyObject *s_fn, *s_compute, *s_rule, *s_value, *s_conjugate, *s_conj;
 static PyObject *is_complex_python;        /* _elementwise._is_complex */
@@ -555,7 +567,7 @@ saved_raw(PyObject *func, PyObject *saved, Py_ssize_t count)
 
 /* Unary.forward: getattr(self.xp, type(self).fn)(x). A `compute` declines. */
 static PyObject *
-unary_forward(PyObject *func, PyObject *arrays)
+unary_forward(const Kernel *k, PyObject *func, PyObject *arrays)
 {
     /* Cached lookups in the class's dicts (borrowed: no Python code runs before
      * they are used or held). Without a namespace (not applied) the Python raises. */
@@ -582,7 +594,7 @@ unary_forward(PyObject *func, PyObject *arrays)
  * Double backprop and in-place writes decline even where nothing is kept: the
  * rule must then be given the gradient's namespace. */
 static PyObject *
-unary_backward(PyObject *func, PyObject *indexes, PyObject *gys)
+unary_backward(const Kernel *k, PyObject *func, PyObject *indexes, PyObject *gys)
 {
     if (PyDict_GET_SIZE(versions) || NODE(func)->variables_in_backward) {
         return Py_NewRef(DECLINED);
@@ -614,36 +626,16 @@ unary_backward(PyObject *func, PyObject *indexes, PyObject *gys)
     return result;
 }
 
-/* The two operands of a binary forward. */
-#define OPERANDS(arrays) PyTuple_GET_ITEM(arrays, 0), PyTuple_GET_ITEM(arrays, 1)
-
+/* Add, Sub, Mul and Div.forward: x1 <op> x2. */
 static PyObject *
-add_forward(PyObject *func, PyObject *arrays)
+arithmetic_forward(const Kernel *k, PyObject *func, PyObject *arrays)
 {
-    return one(PyNumber_Add(OPERANDS(arrays)));
-}
-
-static PyObject *
-sub_forward(PyObject *func, PyObject *arrays)
-{
-    return one(PyNumber_Subtract(OPERANDS(arrays)));
-}
-
-static PyObject *
-mul_forward(PyObject *func, PyObject *arrays)
-{
-    return one(PyNumber_Multiply(OPERANDS(arrays)));
-}
-
-static PyObject *
-div_forward(PyObject *func, PyObject *arrays)
-{
-    return one(PyNumber_TrueDivide(OPERANDS(arrays)));
+    return one(k->op(PyTuple_GET_ITEM(arrays, 0), PyTuple_GET_ITEM(arrays, 1)));
 }
 
 /* Add.backward: grad_outputs * len(indexes). */
 static PyObject *
-add_backward(PyObject *func, PyObject *indexes, PyObject *gys)
+add_backward(const Kernel *k, PyObject *func, PyObject *indexes, PyObject *gys)
 {
     return PySequence_Repeat(gys, PyTuple_GET_SIZE(indexes));
 }
@@ -653,7 +645,7 @@ add_backward(PyObject *func, PyObject *indexes, PyObject *gys)
 
 /* Sub.backward: gy for x1, -gy for x2. */
 static PyObject *
-sub_backward(PyObject *func, PyObject *indexes, PyObject *gys)
+sub_backward(const Kernel *k, PyObject *func, PyObject *indexes, PyObject *gys)
 {
     PyObject *gy = PyTuple_GET_ITEM(gys, 0), *gx[2] = {NULL, NULL};
     Py_ssize_t n = PyTuple_GET_SIZE(indexes);
@@ -687,7 +679,7 @@ real_operands(PyObject *func, PyObject *gys, PyObject **saved, PyObject **result
 
 /* Mul.backward: gy * x2 for x1, gy * x1 for x2. */
 static PyObject *
-mul_backward(PyObject *func, PyObject *indexes, PyObject *gys)
+mul_backward(const Kernel *k, PyObject *func, PyObject *indexes, PyObject *gys)
 {
     PyObject *saved, *result, *gx[2] = {NULL, NULL};
     if (!real_operands(func, gys, &saved, &result)) {
@@ -704,7 +696,7 @@ mul_backward(PyObject *func, PyObject *indexes, PyObject *gys)
 
 /* Div.backward: gy / x2 for x1, -(gy / x2) * x1 / x2 for x2. */
 static PyObject *
-div_backward(PyObject *func, PyObject *indexes, PyObject *gys)
+div_backward(const Kernel *k, PyObject *func, PyObject *indexes, PyObject *gys)
 {
     PyObject *saved, *result, *gx[2] = {NULL, NULL};
     if (!real_operands(func, gys, &saved, &result)) {
@@ -729,22 +721,29 @@ div_backward(PyObject *func, PyObject *indexes, PyObject *gys)
     return gx1 == NULL ? NULL : tuple_of(n, gx);
 }
 
-/* x <op> self.value, for the nodes of an operation with a Python scalar. */
+/* AddConstant, MulConstant and DivConstant.forward: x <op> self.value. */
 static PyObject *
-with_value(PyObject *func, PyObject *x, binaryfunc op)
+scalar_forward(const Kernel *k, PyObject *func, PyObject *arrays)
 {
     PyObject *value = PyObject_GetAttr(func, s_value);
     if (value == NULL) {
         return NULL;
     }
-    PyObject *y = op(x, value);
+    PyObject *y = k->op(PyTuple_GET_ITEM(arrays, 0), value);
     Py_DECREF(value);
     return one(y);
 }
 
-/* gy <op> self.value.conjugate(), the backward of MulConstant and DivConstant. */
+/* AddConstant.backward: grad_outputs itself. */
 static PyObject *
-with_conjugate(PyObject *func, PyObject *gys, binaryfunc op)
+add_constant_backward(const Kernel *k, PyObject *func, PyObject *indexes, PyObject *gys)
+{
+    return Py_NewRef(gys);
+}
+
+/* MulConstant and DivConstant.backward: gy <op> self.value.conjugate(). */
+static PyObject *
+scalar_backward(const Kernel *k, PyObject *func, PyObject *indexes, PyObject *gys)
 {
     PyObject *value = PyObject_GetAttr(func, s_value);
     PyObject *conj = value == NULL ? NULL : PyObject_CallMethodNoArgs(value, s_conjugate);
@@ -752,66 +751,21 @@ with_conjugate(PyObject *func, PyObject *gys, binaryfunc op)
     if (conj == NULL) {
         return NULL;
     }
-    PyObject *gx = op(PyTuple_GET_ITEM(gys, 0), conj);
+    PyObject *gx = k->op(PyTuple_GET_ITEM(gys, 0), conj);
     Py_DECREF(conj);
     return one(gx);
 }
 
-static PyObject *
-add_constant_forward(PyObject *func, PyObject *arrays)
-{
-    return with_value(func, PyTuple_GET_ITEM(arrays, 0), PyNumber_Add);
-}
-
-/* AddConstant.backward: grad_outputs itself. */
-static PyObject *
-add_constant_backward(PyObject *func, PyObject *indexes, PyObject *gys)
-{
-    return Py_NewRef(gys);
-}
-
-static PyObject *
-mul_constant_forward(PyObject *func, PyObject *arrays)
-{
-    return with_value(func, PyTuple_GET_ITEM(arrays, 0), PyNumber_Multiply);
-}
-
-static PyObject *
-mul_constant_backward(PyObject *func, PyObject *indexes, PyObject *gys)
-{
-    return with_conjugate(func, gys, PyNumber_Multiply);
-}
-
-static PyObject *
-div_constant_forward(PyObject *func, PyObject *arrays)
-{
-    return with_value(func, PyTuple_GET_ITEM(arrays, 0), PyNumber_TrueDivide);
-}
-
-static PyObject *
-div_constant_backward(PyObject *func, PyObject *indexes, PyObject *gys)
-{
-    return with_conjugate(func, gys, PyNumber_TrueDivide);
-}
-
-typedef struct {
-    const char *name; /* the node class's, as install_kernels() is given it */
-    Py_ssize_t arity; /* its inputs; calls with other counts go to the Python method */
-    ForwardKernel forward;
-    BackwardKernel backward;
-    PyTypeObject *cls;                          /* the class it is installed on */
-    PyObject *python_forward, *python_backward; /* the reference; what a decline runs */
-} Kernel;
 
 static Kernel kernels[] = {
-    {"Unary", 1, unary_forward, unary_backward},
-    {"Add", 2, add_forward, add_backward},
-    {"Sub", 2, sub_forward, sub_backward},
-    {"Mul", 2, mul_forward, mul_backward},
-    {"Div", 2, div_forward, div_backward},
-    {"AddConstant", 1, add_constant_forward, add_constant_backward},
-    {"MulConstant", 1, mul_constant_forward, mul_constant_backward},
-    {"DivConstant", 1, div_constant_forward, div_constant_backward},
+    {"Unary", 1, NULL, unary_forward, unary_backward},
+    {"Add", 2, PyNumber_Add, arithmetic_forward, add_backward},
+    {"Sub", 2, PyNumber_Subtract, arithmetic_forward, sub_backward},
+    {"Mul", 2, PyNumber_Multiply, arithmetic_forward, mul_backward},
+    {"Div", 2, PyNumber_TrueDivide, arithmetic_forward, div_backward},
+    {"AddConstant", 1, PyNumber_Add, scalar_forward, add_constant_backward},
+    {"MulConstant", 1, PyNumber_Multiply, scalar_forward, scalar_backward},
+    {"DivConstant", 1, PyNumber_TrueDivide, scalar_forward, scalar_backward},
 };
 #define N_KERNELS (sizeof(kernels) / sizeof(kernels[0]))
 
@@ -860,7 +814,7 @@ forward_method(PyObject *self, PyTypeObject *cls, PyObject *const *args, Py_ssiz
     }
     if (nargs == 1 && kwnames == NULL && PyTuple_CheckExact(args[0]) &&
         PyTuple_GET_SIZE(args[0]) == k->arity) {
-        PyObject *result = k->forward(self, args[0]);
+        PyObject *result = k->forward(k, self, args[0]);
         if (result != DECLINED) {
             return result;
         }
@@ -902,7 +856,7 @@ backward_method(PyObject *self, PyTypeObject *cls, PyObject *const *args, Py_ssi
     /* Every kernel's node has one output. */
     if (nargs == 2 && kwnames == NULL && plain_indexes(args[0], k->arity) &&
         PyTuple_CheckExact(args[1]) && PyTuple_GET_SIZE(args[1]) == 1) {
-        PyObject *result = k->backward(self, args[0], args[1]);
+        PyObject *result = k->backward(k, self, args[0], args[1]);
         if (result != DECLINED) {
             return result;
         }
