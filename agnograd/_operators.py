@@ -89,14 +89,9 @@ def install() -> None:
     # Any: the methods are set on the class at runtime (Variable declares them for
     # type checkers), which mypy would otherwise refuse as assignments to methods.
     cls: Any = Variable
-    # The operators call the node directly: `x * 2` is the hottest path of all.
-    cls.__add__ = E._add
-    cls.__radd__ = E._add
-    cls.__sub__ = E._sub
+    for name, method in PYTHON_OPERATORS.items():
+        setattr(cls, name, method)
     cls.__rsub__ = lambda self, other: F.subtract(other, self)
-    cls.__mul__ = E._mul
-    cls.__rmul__ = E._mul
-    cls.__truediv__ = E._div
     cls.__rtruediv__ = lambda self, other: F.divide(other, self)
     cls.__floordiv__ = _comparison("floor_divide", lambda a, b: a // b)
     cls.__rfloordiv__ = _comparison("floor_divide", lambda a, b: b // a)
@@ -146,7 +141,7 @@ def install() -> None:
     cls.__dlpack__ = _dlpack
     cls.__dlpack_device__ = lambda self: self._data.__dlpack_device__()
     if speedups is not None:
-        # The same four operators in C (the in-place ones above keep the Python ones).
+        # The same operators in C (the in-place ones above keep the Python ones).
         speedups.install_operators(
             cls,
             {
@@ -158,6 +153,18 @@ def install() -> None:
                 "__truediv__": (E.Div, E.DivConstant, False),
             },
         )
+
+
+#: The operators of Variable that call a node directly (`x * 2` is the hottest path
+#: of all); the C extension replaces them with its own, and these stay the reference.
+PYTHON_OPERATORS = {
+    "__add__": E._add,
+    "__radd__": E._add,
+    "__sub__": E._sub,
+    "__mul__": E._mul,
+    "__rmul__": E._mul,
+    "__truediv__": E._div,
+}
 
 
 def _dlpack(

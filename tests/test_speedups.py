@@ -19,8 +19,9 @@ import pytest
 
 import agnograd
 import agnograd.functions as F
-from agnograd import _engine, _function
+from agnograd import _function
 from agnograd._namespace import namespace_of
+from agnograd._reference import python_reference
 from agnograd.functions import _elementwise as E
 from agnograd.functions._core import Unary
 
@@ -176,24 +177,6 @@ def test_rank_of_a_node_is_the_largest_input_rank_but_at_least_zero():
 # -- kernels: the C forward and backward of the commonest nodes --------------------
 
 needs_speedups = pytest.mark.skipif(_function.speedups is None, reason="extension not built")
-
-
-@contextlib.contextmanager
-def python_reference():
-    """The Python reference alone for the block: apply, the backward loop, the methods."""
-    fast_apply, fast_loop = vars(agnograd.FunctionNode)["apply"], _engine.speedups
-    kernels = {cls: (vars(cls)["forward"], vars(cls)["backward"]) for cls in E.PYTHON_METHODS}
-    agnograd.FunctionNode.apply = _function.apply_reference
-    _engine.speedups = None
-    for cls, (forward, backward) in E.PYTHON_METHODS.items():
-        cls.forward, cls.backward = forward, backward
-    try:
-        yield
-    finally:
-        agnograd.FunctionNode.apply = fast_apply
-        _engine.speedups = fast_loop
-        for cls, (forward, backward) in kernels.items():
-            cls.forward, cls.backward = forward, backward
 
 
 KERNEL_CASES = {

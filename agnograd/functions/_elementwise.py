@@ -679,6 +679,7 @@ def _sub(x1: Any, x2: Any, /) -> Variable:
 #: back to.
 KERNEL_CLASSES = (Unary, Add, Sub, Mul, Div, AddConstant, MulConstant, DivConstant)
 PYTHON_METHODS = {cls: (cls.forward, cls.backward) for cls in KERNEL_CLASSES}
+PYTHON_CONJUGATE = _c
 if speedups is not None:
     speedups.install_kernels(
         {cls.__name__: cls for cls in KERNEL_CLASSES},
