@@ -438,7 +438,8 @@ note_forward_error(PyObject *func, PyObject *arrays)
  * backward of its own still gets its own. The Python methods stay the
  * reference: a kernel hands them what is not its common case (complex arrays
  * in Mul and Div, arrays written in place or already freed, the Variables of
- * double backprop, unary functions outside the standard, odd calls). */
+ * double backprop, unary functions outside the standard, a subclass with its
+ * own get_retained_inputs, a node never applied, odd calls). */
 
 #define DECLINED Py_NotImplemented /* a kernel's "not mine"; never reaches Python */
 
