@@ -85,6 +85,18 @@ def _scalar(convert: Any) -> Any:
     return method
 
 
+#: The operators of Variable that call a node directly (`x * 2` is the hottest path
+#: of all); the C extension replaces them with its own, and these stay the reference.
+PYTHON_OPERATORS = {
+    "__add__": E._add,
+    "__radd__": E._add,
+    "__sub__": E._sub,
+    "__mul__": E._mul,
+    "__rmul__": E._mul,
+    "__truediv__": E._div,
+}
+
+
 def install() -> None:
     # Any: the methods are set on the class at runtime (Variable declares them for
     # type checkers), which mypy would otherwise refuse as assignments to methods.
@@ -153,18 +165,6 @@ def install() -> None:
                 "__truediv__": (E.Div, E.DivConstant, False),
             },
         )
-
-
-#: The operators of Variable that call a node directly (`x * 2` is the hottest path
-#: of all); the C extension replaces them with its own, and these stay the reference.
-PYTHON_OPERATORS = {
-    "__add__": E._add,
-    "__radd__": E._add,
-    "__sub__": E._sub,
-    "__mul__": E._mul,
-    "__rmul__": E._mul,
-    "__truediv__": E._div,
-}
 
 
 def _dlpack(
