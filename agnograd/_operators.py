@@ -156,14 +156,7 @@ def install() -> None:
         # The same operators in C (the in-place ones above keep the Python ones).
         speedups.install_operators(
             cls,
-            {
-                "__add__": (E.Add, E.AddConstant, False),
-                "__radd__": (E.Add, E.AddConstant, False),
-                "__sub__": (E.Sub, E.AddConstant, True),
-                "__mul__": (E.Mul, E.MulConstant, False),
-                "__rmul__": (E.Mul, E.MulConstant, False),
-                "__truediv__": (E.Div, E.DivConstant, False),
-            },
+            {name: (fn.node, fn.scalar_node, fn.negate) for name, fn in PYTHON_OPERATORS.items()},
         )
 
 

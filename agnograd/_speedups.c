@@ -757,7 +757,6 @@ scalar_backward(const Kernel *k, PyObject *func, PyObject *indexes, PyObject *gy
     return one(gx);
 }
 
-
 static Kernel kernels[] = {
     {"Unary", 1, NULL, unary_forward, unary_backward},
     {"Add", 2, PyNumber_Add, arithmetic_forward, add_backward},
@@ -1064,7 +1063,7 @@ error:
 /* -- operators: Variable's arithmetic with a Variable, an array or a scalar --------
  *
  * `x * y` is the commonest operation of all. In Python, the operator is a
- * function (_elementwise._binary) that the interpreter is entered for; here it
+ * function (made by _elementwise._binary) that the interpreter is entered for; here it
  * is a method descriptor of Variable, which CPython calls directly. It does what
  * the Python one does: a Python scalar on the right makes the node of an
  * operation with a constant (AddConstant(-y) for x - y), anything else the
@@ -1674,7 +1673,6 @@ init(PyObject *module, PyObject *args)
     Py_XDECREF(function);
     return method;
 }
-
 
 /* Whether obj is the descriptor install_kernels() made from kernel_defs[m]. */
 static int

@@ -659,19 +659,20 @@ class PowFromConstant(WithScalar):
         return (gy * _c(xp, y) * log_value.conjugate(),)
 
 
-def _binary(node: type[FunctionNode], scalar_node: Callable[[Any], FunctionNode]) -> Any:
+def _binary(
+    node: type[FunctionNode], scalar_node: Callable[[Any], FunctionNode], *, negate: bool = False
+) -> Any:
+    """The operator that applies ``node``, or ``scalar_node(x2)`` (``-x2`` with
+    ``negate``) when ``x2`` is a Python scalar. It keeps the three, from which the C
+    extension builds its own operator."""
+
     def apply(x1: Any, x2: Any, /) -> Variable:
         if type(x2) in _SCALARS:
-            return scalar_node(x2).apply((x1,))[0]
+            return scalar_node(-x2 if negate else x2).apply((x1,))[0]
         return node().apply((x1, x2))[0]
 
+    apply.node, apply.scalar_node, apply.negate = node, scalar_node, negate  # type: ignore[attr-defined]
     return apply
-
-
-def _sub(x1: Any, x2: Any, /) -> Variable:
-    if type(x2) in _SCALARS:
-        return AddConstant(-x2).apply((x1,))[0]
-    return Sub().apply((x1, x2))[0]
 
 
 #: The classes whose forward and backward are C kernels when the extension is built
@@ -691,6 +692,7 @@ if speedups is not None:
 
 # The operators of Variable call these directly (an array on the left, the hot path).
 _add = _binary(Add, AddConstant)
+_sub = _binary(Sub, AddConstant, negate=True)
 _mul = _binary(Mul, MulConstant)
 _div = _binary(Div, DivConstant)
 _pow = _binary(Pow, PowConstant)
