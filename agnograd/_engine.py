@@ -50,8 +50,8 @@ def backward(
         grad_outputs = _as_list(grad_outputs, "backward", "grad_outputs")
         _same_length(outputs, grad_outputs, "backward", "outputs", "grad_outputs")
     seeds = [
-        _seed(y, gy, loss_scale, enable_double_backprop, "backward")
-        for y, gy in zip(outputs, grad_outputs, strict=True)
+        _seed(y, gy, i, loss_scale, enable_double_backprop, "backward")
+        for i, (y, gy) in enumerate(zip(outputs, grad_outputs, strict=True))
     ]
     # A leaf given as an output keeps its seed as .grad and receives nothing more.
     seeds = [(node, gy) for node, gy in seeds if node.creator_node is not None]
@@ -108,8 +108,8 @@ def grad(
         _same_length(inputs, grad_inputs, "grad", "inputs", "grad_inputs")
 
     seeds = [
-        _seed(y, gy, loss_scale, enable_double_backprop, "grad")
-        for y, gy in zip(outputs, grad_outputs, strict=True)
+        _seed(y, gy, i, loss_scale, enable_double_backprop, "grad")
+        for i, (y, gy) in enumerate(zip(outputs, grad_outputs, strict=True))
     ]
     targets = {x._node for x in inputs}
     with (
@@ -150,19 +150,23 @@ def _same_length(a: list[Any], b: list[Any], op: str, name_a: str, name_b: str) 
 
 
 def _seed(
-    y: Variable, gy: Any, loss_scale: float | None, double: bool, op: str
+    y: Variable, gy: Any, index: int, loss_scale: float | None, double: bool, op: str
 ) -> tuple[VariableNode, Any]:
-    """The initial gradient of output ``y``; ``backward`` (not ``grad``) stores ones
-    it made up in ``y.grad``, as Chainer does."""
+    """The initial gradient of output ``y``, given as ``grad_outputs[index]``;
+    ``backward`` (not ``grad``) stores ones it made up in ``y.grad``, as Chainer does.
+    A given one must have the output's shape, as in torch (no silent broadcasting).
+    """
     if not isinstance(y, Variable):
         raise TypeError(f"{op}: outputs must be Variables, got {type(y).__name__}")
     data = y._data
     if data is None:
         raise RuntimeError(f"{op}: output {y._describe()} holds no data (uninitialised)")
-    if isinstance(gy, Variable):
-        gy = gy if double else gy._data
-    if gy is None:
-        gy = y._grad_var if double else y.grad
+    if gy is not None:  # of another dtype too: the engine casts what the rules return
+        y._check_grad(_raw(gy), f"{op}: grad_outputs[{index}] for", any_dtype=True)
+        if isinstance(gy, Variable) and not double:
+            gy = gy._data
+    else:
+        gy = y._grad_var if double else y.grad  # checked when it was set
     if gy is None:
         if math.prod(data.shape) != 1:
             raise ValueError(
@@ -178,6 +182,10 @@ def _seed(
     if double and not isinstance(gy, Variable):
         gy = Variable._new(gy, False)
     return y._node, gy
+
+
+def _raw(a: Any) -> Any:
+    return a._data if isinstance(a, Variable) else a
 
 
 def _sum_to(gx: Any, shape: tuple[int, ...], func: FunctionNode, index: int) -> Any:

@@ -85,6 +85,9 @@ class FunctionNode(_Base):
     array([ 3., 12.])
     """
 
+    # No instance dict here (a subclass that declares no __slots__ gets one).
+    __slots__ = ("__weakref__",) if speedups is not None else ()
+
     _retain_in: tuple[int, ...] = ()
     _retain_out: tuple[int, ...] = ()
 

@@ -216,10 +216,31 @@ context_flag(PyObject *var)
     return flag;
 }
 
+/* getattr(node, name) for what node classes declare: `differentiable`, what to
+ * retain, ... Where the instance has no dict and the class's attribute is no
+ * descriptor, that attribute is the answer, found in the type's cache (the
+ * generic getattr would also look for an instance dict first). */
+static PyObject *
+declared_attr(PyObject *node, PyObject *name)
+{
+    PyTypeObject *type = Py_TYPE(node);
+    int has_dict = type->tp_dictoffset != 0;
+#ifdef Py_TPFLAGS_MANAGED_DICT
+    has_dict |= (type->tp_flags & Py_TPFLAGS_MANAGED_DICT) != 0;
+#endif
+    if (!has_dict && type->tp_getattro == PyObject_GenericGetAttr) {
+        PyObject *value = _PyType_Lookup(type, name); /* borrowed */
+        if (value != NULL && Py_TYPE(value)->tp_descr_get == NULL) {
+            return Py_NewRef(value);
+        }
+    }
+    return PyObject_GetAttr(node, name);
+}
+
 static int
 truthy_attr(PyObject *obj, PyObject *name)
 {
-    PyObject *value = PyObject_GetAttr(obj, name);
+    PyObject *value = declared_attr(obj, name);
     if (value == NULL) {
         return -1;
     }
@@ -237,21 +258,27 @@ truthy_attr(PyObject *obj, PyObject *name)
  * reference without a callback holds no strong reference, and a tuple holds
  * only its items; CPython itself untracks such tuples, but only once a
  * collection has walked them. */
+static int
+plain_weakref(PyObject *obj)
+{
+    return PyWeakref_CheckRefExact(obj) && ((PyWeakReference *)obj)->wr_callback == NULL;
+}
+
 static PyObject *
 untracked(PyObject *obj)
 {
     if (PyTuple_CheckExact(obj)) {
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); i++) {
-            /* As CPython's own rule: an untracked dict is re-tracked once it holds a
-             * container, an untracked tuple never is. */
+            /* Items that stay out of cycles for good. (Not an untracked dict: CPython
+             * tracks it again once it holds a container.) */
             PyObject *item = PyTuple_GET_ITEM(obj, i);
-            if (PyObject_IS_GC(item) &&
-                !(PyTuple_CheckExact(item) && !PyObject_GC_IsTracked(item))) {
+            if (PyObject_IS_GC(item) && (PyObject_GC_IsTracked(item) ||
+                                         !(PyTuple_CheckExact(item) || plain_weakref(item)))) {
                 return obj;
             }
         }
     }
-    else if (!PyWeakref_CheckRefExact(obj) || ((PyWeakReference *)obj)->wr_callback != NULL) {
+    else if (!plain_weakref(obj)) {
         return obj;
     }
     if (PyObject_GC_IsTracked(obj)) {
@@ -373,7 +400,7 @@ retain(PyObject *func, PyObject *arrays, PyObject *outputs)
     PyObject *sources[2] = {arrays, outputs};
     PyObject **targets[2] = {&NODE(func)->saved_inputs, &NODE(func)->saved_outputs};
     for (int k = 0; k < 2; k++) {
-        PyObject *indexes = PyObject_GetAttr(func, names[k]);
+        PyObject *indexes = declared_attr(func, names[k]);
         if (indexes == NULL) {
             return -1;
         }
@@ -875,13 +902,15 @@ static PyMethodDef kernel_defs[2] = {
      "This class's backward, in C (agnograd/_speedups.c)."},
 };
 
+/* FunctionNode.apply(self, inputs), a method of NodeBase (so self is one). */
 static PyObject *
-apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+apply(PyObject *func, PyTypeObject *defining, PyObject *const *args, Py_ssize_t nargs,
+      PyObject *kwnames)
 {
-    if (nargs != 2 || kwnames != NULL) { /* keywords, or a wrong call: the reference's */
-        return PyObject_Vectorcall(apply_python, args, nargs, kwnames);
+    if (nargs != 1 || kwnames != NULL) { /* keywords, or a wrong call: the reference's */
+        return call_with_self(apply_python, func, args, nargs, kwnames);
     }
-    PyObject *func = args[0];
+    PyObject *seq = args[0];
     /* The common case only; everything else is the reference's. */
     int eager = context_flag(auto_forward);
     if (eager < 0) {
@@ -891,19 +920,17 @@ apply(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
     if (hooks < 0) {
         return NULL;
     }
-    int node_base = PyObject_TypeCheck(func, &NodeBaseType);
-    PyObject *local = node_base ? NODE(func)->local_hooks : NULL;
+    PyObject *local = NODE(func)->local_hooks;
     int local_hooks = local == NULL || local == Py_None ? 0 : PyObject_IsTrue(local);
     if (local_hooks < 0) {
         return NULL;
     }
-    if (!eager || hooks || local_hooks || !node_base ||
-        !(PyTuple_CheckExact(args[1]) || PyList_CheckExact(args[1]))) {
-        return PyObject_Vectorcall(apply_python, args, 2, NULL);
+    if (!eager || hooks || local_hooks || !(PyTuple_CheckExact(seq) || PyList_CheckExact(seq))) {
+        return call_with_self(apply_python, func, args, 1, NULL);
     }
     /* A tuple (the same one, or a copy of a list), whose items stay put while
      * Python code runs. */
-    PyObject *inputs = PySequence_Tuple(args[1]);
+    PyObject *inputs = PySequence_Tuple(seq);
     if (inputs == NULL) {
         return NULL;
     }
@@ -1057,7 +1084,7 @@ error:
     Py_XDECREF(results);
     Py_XDECREF(nodes);
     Py_XDECREF(arrays);
-    return fallback ? PyObject_Vectorcall(apply_python, args, 2, NULL) : NULL;
+    return fallback ? call_with_self(apply_python, func, args, 1, NULL) : NULL;
 }
 
 /* -- operators: Variable's arithmetic with a Variable, an array or a scalar --------
@@ -1390,14 +1417,37 @@ conform(PyObject *gx, PyObject *x, PyObject *func, Py_ssize_t i, const Helpers *
     return gx;
 }
 
+/* The target indexes of a node of at most SMALL_ARITY inputs, the bits of `mask`:
+ * one tuple per set of indexes, shared (a new reference). */
+#define SMALL_ARITY 4
+static PyObject *
+index_tuple(unsigned mask)
+{
+    static PyObject *tuples[1u << SMALL_ARITY]; /* kept for good */
+    if (tuples[mask] == NULL) {
+        PyObject *items[SMALL_ARITY];
+        Py_ssize_t count = 0;
+        for (int i = 0; i < SMALL_ARITY; i++) {
+            if (mask & (1u << i)) {
+                items[count++] = PyLong_FromLong(i); /* small ints: never NULL */
+            }
+        }
+        if ((tuples[mask] = tuple_of(count, items)) == NULL) {
+            return NULL;
+        }
+    }
+    return Py_NewRef(tuples[mask]);
+}
+
 /* One function node's backward: gradients into `grads`, creators onto the heap. */
 static int
 backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyObject *keep,
-             int retain_grad, int clear_buffer, const Helpers *h)
+             int retain_grad, int clear_buffer, int conforming, const Helpers *h)
 {
     int status = -1;
     PyObject *in_nodes = NULL, *outputs = NULL, *gys = NULL, *indexes = NULL, *gxs = NULL;
-    PyObject *seq = NULL;
+    PyObject *seq = NULL, *y_shape = NULL, *y_dtype = NULL;
+    const void *passed = NULL; /* the one output's gradient, compared by address */
     /* Only NodeBase instances enter the heap (heap_push). */
     in_nodes = Py_XNewRef(NODE(func)->inputs);
     if (in_nodes == NULL || !PyTuple_Check(in_nodes)) {
@@ -1428,6 +1478,11 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyOb
         }
         PyObject *gy = y == Py_None ? NULL : pop_grad(grads, y);
         int failed = PyErr_Occurred() != NULL;
+        if (gy != NULL && conforming && m == 1 && Py_IS_TYPE(y, node_type)) {
+            passed = gy;
+            y_shape = Py_XNewRef(SLOT(y, node_shape));
+            y_dtype = Py_XNewRef(SLOT(y, node_dtype));
+        }
         if (gy != NULL) {
             any = 1;
             if (retain_grad) {
@@ -1451,8 +1506,8 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyOb
         goto done;
     }
     Py_ssize_t n = PyTuple_GET_SIZE(in_nodes), count = 0;
-    indexes = PyTuple_New(n);
-    if (indexes == NULL) {
+    unsigned mask = 0; /* the inputs wanted, when they are few */
+    if (n > SMALL_ARITY && (indexes = PyTuple_New(n)) == NULL) {
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -1462,7 +1517,11 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyOb
         if (wanted < 0) {
             goto done;
         }
-        if (wanted) {
+        if (wanted && n <= SMALL_ARITY) {
+            mask |= 1u << i;
+            count++;
+        }
+        else if (wanted) {
             PyObject *index = PyLong_FromSsize_t(i);
             if (index == NULL) {
                 goto done;
@@ -1474,7 +1533,12 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyOb
         status = 0;
         goto done;
     }
-    if (count < n && _PyTuple_Resize(&indexes, count) < 0) {
+    if (n <= SMALL_ARITY) {
+        if ((indexes = index_tuple(mask)) == NULL) {
+            goto done;
+        }
+    }
+    else if (count < n && _PyTuple_Resize(&indexes, count) < 0) {
         goto done;
     }
     int extras = truthy_attr(func, s_receives_variables);
@@ -1537,8 +1601,14 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyOb
         }
         Py_INCREF(gx);
         PyObject *x = PyTuple_GET_ITEM(in_nodes, i);
-        gx = conform(gx, x, func, i, h);
-        if (gx == NULL) {
+        /* With `conforming` seeds, every gradient in `grads` has its node's shape
+         * and dtype. One passed through unchanged (by x + y, x - 1, ...) to an
+         * input of that very shape and dtype then needs no check. The address is
+         * that of a gradient alive when the gxs were made: only the same object
+         * has it. */
+        int conforms = gx == passed && y_shape != NULL && Py_IS_TYPE(x, node_type) &&
+                       SLOT(x, node_shape) == y_shape && SLOT(x, node_dtype) == y_dtype;
+        if (!conforms && (gx = conform(gx, x, func, i, h)) == NULL) {
             goto done;
         }
         int failed = accumulate(grads, x, gx) < 0 || push_creator(heap, pushed, x) < 0;
@@ -1549,6 +1619,8 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyOb
     }
     status = 0;
 done:
+    Py_XDECREF(y_shape);
+    Py_XDECREF(y_dtype);
     Py_XDECREF(in_nodes);
     Py_XDECREF(outputs);
     Py_XDECREF(gys);
@@ -1571,6 +1643,7 @@ run(PyObject *module, PyObject *args)
     }
     PyObject *grads = PyDict_New(), *pushed = PySet_New(NULL), *keep = PySet_New(NULL);
     Heap heap = {NULL, 0, 0, 0};
+    int conforming = 1; /* whether every seed has its node's shape and dtype */
     if (grads == NULL || pushed == NULL || keep == NULL) {
         goto error;
     }
@@ -1581,15 +1654,24 @@ run(PyObject *module, PyObject *args)
             PyErr_SetString(PyExc_TypeError, "run: seeds must be (VariableNode, gradient) pairs");
             goto error;
         }
-        PyObject *node = PyTuple_GET_ITEM(seed, 0);
-        if (PySet_Add(keep, node) < 0 || accumulate(grads, node, PyTuple_GET_ITEM(seed, 1)) < 0 ||
+        PyObject *node = PyTuple_GET_ITEM(seed, 0), *gy = PyTuple_GET_ITEM(seed, 1);
+        if (PySet_Add(keep, node) < 0 || accumulate(grads, node, gy) < 0 ||
             push_creator(&heap, pushed, node) < 0) {
             goto error;
         }
+        /* A seed of another dtype (or an odd node) leaves every gradient to conform(). */
+        int differs = SLOT(node, node_shape) == NULL || SLOT(node, node_dtype) == NULL;
+        differs = differs ? 1 : attr_differs(gy, s_shape, SLOT(node, node_shape));
+        differs = differs ? differs : attr_differs(gy, s_dtype, SLOT(node, node_dtype));
+        if (differs < 0) {
+            goto error;
+        }
+        conforming &= !differs;
     }
     while (heap.size) {
         PyObject *func = heap_pop(&heap);
-        int status = backprop_one(func, grads, &heap, pushed, keep, retain_grad, clear_buffer, &h);
+        int status = backprop_one(func, grads, &heap, pushed, keep, retain_grad, clear_buffer,
+                                  conforming, &h);
         Py_DECREF(func);
         if (status < 0) {
             goto error;
@@ -1611,7 +1693,7 @@ error:
 
 /* FunctionNode.apply: this module's apply, with the reference's docstring. */
 static PyMethodDef apply_def = {"apply", (PyCFunction)(void (*)(void))apply,
-                                 METH_FASTCALL | METH_KEYWORDS, NULL};
+                                 METH_METHOD | METH_FASTCALL | METH_KEYWORDS, NULL};
 static PyObject *apply_doc;
 
 static PyObject *
@@ -1665,13 +1747,8 @@ init(PyObject *module, PyObject *args)
     if (apply_doc == NULL || (apply_def.ml_doc = PyUnicode_AsUTF8(apply_doc)) == NULL) {
         return NULL;
     }
-    PyObject *name = PyModule_GetNameObject(module);
-    PyObject *function = name == NULL ? NULL : PyCFunction_NewEx(&apply_def, NULL, name);
-    Py_XDECREF(name);
-    /* An instancemethod binds like a Python function, to be FunctionNode.apply. */
-    PyObject *method = function == NULL ? NULL : PyInstanceMethod_New(function);
-    Py_XDECREF(function);
-    return method;
+    /* A method descriptor, as the kernels: calls need no bound method. */
+    return PyDescr_NewMethod(&NodeBaseType, &apply_def);
 }
 
 /* Whether obj is the descriptor install_kernels() made from kernel_defs[m]. */

@@ -355,38 +355,46 @@ class Variable(DefineThenRun):
             self._check_grad(g._data)
         self._grad_var = g
 
-    def _check_grad(self, g: Any) -> None:
+    def _check_grad(self, g: Any, what: str | None = None, any_dtype: bool = False) -> None:
+        """Raise unless ``g`` could be this Variable's gradient (of another dtype too,
+        with ``any_dtype``); ``what`` names ``g`` in the message (by default: setting
+        the gradient)."""
         data = self._data
         if data is None:
             return
         xp, gxp = raw_namespace(data), raw_namespace(g)
         if xp is not gxp:
             raise self._grad_error(
+                what,
                 TypeError,
                 f"the gradient is a {_backend.backend_name(gxp)} array but the data is a "
                 f"{_backend.backend_name(xp)} array; convert it to the data's library",
             )
-        if g.dtype != data.dtype:
+        if g.dtype != data.dtype and not any_dtype:
             raise self._grad_error(
+                what,
                 TypeError,
                 f"gradient dtype {dtype_name(g.dtype)} differs from data dtype "
                 f"{dtype_name(data.dtype)}; cast it with xp.astype",
             )
         if tuple(g.shape) != tuple(data.shape):
             raise self._grad_error(
+                what,
                 ValueError,
                 f"gradient shape {tuple(g.shape)} differs from data shape {tuple(data.shape)}",
             )
         gdev, dev = array_api_compat.device(g), array_api_compat.device(data)
         if gdev != dev:
             raise self._grad_error(
+                what,
                 TypeError,
                 f"gradient is on device {gdev} but the data is on {dev}; move it with xp.to_device",
             )
 
-    def _grad_error(self, kind: type[Exception], problem: str) -> Exception:
+    def _grad_error(self, what: str | None, kind: type[Exception], problem: str) -> Exception:
         # Described only on error: the description costs microseconds.
-        return kind(f"setting the gradient of {self._describe()}: {problem}")
+        what = what or "setting the gradient of"
+        return kind(f"{what} {self._describe()}: {problem}")
 
     def cleargrad(self) -> None:
         """Clear the gradient (set it to ``None``).

@@ -308,6 +308,32 @@ def test_grad_length_mismatch(backend):
         agnograd.grad([y], [x], grad_inputs=[one, one])
 
 
+def test_grad_outputs_must_have_the_outputs_shape(backend):
+    x = Variable(backend.asarray([1.0, 2.0, 3.0]))
+    y = x * 2.0
+    with pytest.raises(ValueError, match=r"grad: grad_outputs\[0\] for .*shape \(2, 3\)"):
+        agnograd.grad([y], [x], grad_outputs=[backend.asarray(np.ones((2, 3)))])
+    with pytest.raises(ValueError, match=r"backward: grad_outputs\[1\] for .*shape \(1,\)"):
+        agnograd.backward([y, y], [backend.asarray(np.ones(3)), backend.asarray([1.0])])
+    assert x.grad is None
+
+
+def test_grad_outputs_of_another_library_are_a_type_error(backend):
+    import array_api_strict
+
+    other = array_api_strict if backend.name == "numpy" else np
+    y = Variable(backend.asarray([1.0, 2.0])) * 2.0
+    with pytest.raises(TypeError, match=r"grad_outputs\[0\] .*array but the data is"):
+        agnograd.backward([y], [other.asarray([1.0, 1.0], dtype=other.float32)])
+
+
+def test_grad_outputs_of_another_dtype_give_the_inputs_dtype(backend):
+    x = Variable(backend.asarray([1.0, 2.0]))  # float32
+    (gx,) = agnograd.grad([x * 3.0 + 1.0], [x], [backend.asarray([1.0, 2.0], dtype="float64")])
+    assert gx.dtype == x.dtype
+    backend.assert_close(gx, [3.0, 6.0])
+
+
 def test_grad_with_grad_outputs_and_grad_inputs(backend):
     x = Variable(backend.asarray([1.0, 2.0]))
     y = x * 3.0

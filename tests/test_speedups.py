@@ -273,10 +273,28 @@ def test_own_forward_or_backward_is_not_replaced_by_a_kernel():
     assert calls == ["backward"]
     np.testing.assert_array_equal(x.grad, [4.0, 6.0])
 
-    node = E.Mul()
+    class PlainMul(E.Mul):  # no __slots__: its instances have a dict
+        pass
+
+    node = PlainMul()
     node.forward = lambda inputs: (inputs[0] - inputs[1],)  # on the instance only
     (y,) = node.apply((x, agnograd.Variable(np.array([1.0, 1.0]))))
     np.testing.assert_array_equal(y.array, [1.0, 2.0])
+    node = PlainMul()
+    node.differentiable = False  # what the class declares, overridden by the instance
+    (y,) = node.apply((x, x))
+    assert not y.requires_grad
+    assert y.creator is None
+
+
+@needs_speedups
+def test_kernel_nodes_have_no_instance_dict():
+    # So that apply and the loop read what the class declares from the class.
+    node = E.Mul()
+    with pytest.raises(AttributeError):
+        node.forward = lambda inputs: inputs
+    assert not hasattr(node, "__dict__")
+    assert not hasattr(F.tanh.node(), "__dict__")
 
 
 @needs_speedups
@@ -365,8 +383,9 @@ def test_kernel_errors_are_the_library_errors(backend):
         x0 = agnograd.Variable(backend.asarray([2.0]))
         x1 = agnograd.Variable(backend.asarray([1.0, 2.0, 3.0]))
         mode = python_reference() if reference else contextlib.nullcontext()
+        y = x0 * x1
         with mode, pytest.raises(Exception) as info:  # noqa: PT011 - compared below
-            agnograd.backward([x0 * x1], [backend.asarray([1.0, 1.0])])
+            y.creator_node.backward((0, 1), (backend.asarray([1.0, 1.0]),))
         errors.append(type(info.value))
     assert errors[0] is errors[1]
     assert errors[0] is not SystemError
@@ -393,3 +412,60 @@ def test_kernels_keep_a_subclass_accessor_and_any_order_of_indexes():
                 [[a.tolist() for a in y.creator_node.backward(i, g)] for i in ((1, 0), (1,))]
             )
     assert results[0] == results[1] == [[[5.0], [2.0]], [[5.0]]]
+
+
+def _passing_on(x):
+    # + and - pass the gradient on unchanged, which the loop need not check.
+    return ((x + 1.0) - x * 2.0 + x * 3.0) - 3.0  # 2 x - 2
+
+
+@pytest.mark.parametrize("seed_dtype", ["float32", "float64"])
+def test_gradients_passed_on_match_the_python_reference(backend, seed_dtype):
+    outcomes = []
+    for reference in (False, True):
+        with python_reference() if reference else contextlib.nullcontext():
+            x = backend.variable([0.5, -1.0, 2.0])
+            seed = backend.asarray([1.0, 2.0, 3.0], dtype=seed_dtype)
+            (gx,) = agnograd.grad([_passing_on(x)], [x], [seed])
+            agnograd.backward([_passing_on(x)], [seed])
+            outcomes.append([(str(g.dtype), backend.to_numpy(g).tolist()) for g in (gx, x.grad)])
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0] == (str(x.dtype), [2.0, 4.0, 6.0])
+
+
+@pytest.mark.parametrize("n", [3, 6])
+def test_backward_is_given_the_indexes_of_the_inputs_that_require_grad(n):
+    seen = []
+
+    class Total(agnograd.FunctionNode):
+        def forward(self, inputs):
+            return (sum(inputs[1:], inputs[0]),)
+
+        def backward(self, indexes, grad_outputs):
+            seen.append(indexes)
+            return grad_outputs * len(indexes)
+
+    for reference in (False, True):
+        with python_reference() if reference else contextlib.nullcontext():
+            xs = [agnograd.Variable(np.ones(2), requires_grad=i % 2 == 0) for i in range(n)]
+            (y,) = Total().apply(xs)
+            y.grad = np.ones(2)
+            y.backward()
+            assert [x.grad is not None for x in xs] == [i % 2 == 0 for i in range(n)]
+    assert seen == [tuple(range(0, n, 2))] * 2
+
+
+def test_a_cycle_through_a_node_is_collected():
+    class Keeper(agnograd.FunctionNode):
+        def forward(self, inputs):
+            return (inputs[0] * 2.0,)
+
+    node = Keeper()
+    (y,) = node.apply((agnograd.Variable(np.ones(3)),))
+    node.kept = y  # y -> its VariableNode -> node -> y
+    if _function.speedups is not None:  # its weak references to outputs are untracked
+        assert not gc.is_tracked(node.outputs)
+    ref = weakref.ref(node)
+    del node, y
+    gc.collect()
+    assert ref() is None

@@ -78,6 +78,7 @@ class Unary(FunctionNode):
     passed as ``None`` and never kept alive by the graph.
     """
 
+    __slots__ = ()
     fn: str
     rule: Rule
     compute: Callable[[Any, Any], Any] | None = None
@@ -127,6 +128,7 @@ def unary(
     """
     cls_name = "".join(part.capitalize() for part in fn.split("_"))
     attrs = {
+        "__slots__": (),
         "fn": fn,
         "rule": staticmethod(rule),
         "_retain_in": (0,) if "x" in saves else (),

@@ -465,6 +465,8 @@ imag = unary(
 
 
 class Add(FunctionNode):
+    __slots__ = ()
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] + inputs[1],)
 
@@ -485,6 +487,8 @@ class WithScalar(FunctionNode):
 
 
 class AddConstant(WithScalar):
+    __slots__ = ()
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] + self.value,)
 
@@ -493,6 +497,8 @@ class AddConstant(WithScalar):
 
 
 class Sub(FunctionNode):
+    __slots__ = ()
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] - inputs[1],)
 
@@ -512,6 +518,7 @@ class SubFromConstant(WithScalar):
 
 
 class Mul(FunctionNode):
+    __slots__ = ()
     _retain_in = (0, 1)
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -529,6 +536,8 @@ class Mul(FunctionNode):
 
 
 class MulConstant(WithScalar):
+    __slots__ = ()
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] * self.value,)
 
@@ -537,6 +546,7 @@ class MulConstant(WithScalar):
 
 
 class Div(FunctionNode):
+    __slots__ = ()
     _retain_in = (0, 1)
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -554,6 +564,8 @@ class Div(FunctionNode):
 
 class DivConstant(WithScalar):
     """``x / value``."""
+
+    __slots__ = ()
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] / self.value,)
@@ -677,7 +689,9 @@ def _binary(
 
 #: The classes whose forward and backward are C kernels when the extension is built
 #: (see _speedups.c), and their Python methods: the reference, which the kernels fall
-#: back to.
+#: back to. Their instances have no dict (``__slots__ = ()``; FunctionNode has none
+#: with the extension), so that what they declare (``_retain_in``, ...) is read from
+#: the class.
 KERNEL_CLASSES = (Unary, Add, Sub, Mul, Div, AddConstant, MulConstant, DivConstant)
 PYTHON_METHODS = {cls: (cls.forward, cls.backward) for cls in KERNEL_CLASSES}
 PYTHON_CONJUGATE = _c
