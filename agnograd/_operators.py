@@ -157,6 +157,7 @@ def install() -> None:
         speedups.install_operators(
             cls,
             {name: (fn.node, fn.scalar_node, fn.negate) for name, fn in PYTHON_OPERATORS.items()},
+            E.WithScalar.__init__,
         )
 
 

@@ -216,19 +216,27 @@ context_flag(PyObject *var)
     return flag;
 }
 
-/* getattr(node, name) for what node classes declare: `differentiable`, what to
- * retain, ... Where the instance has no dict and the class's attribute is no
- * descriptor, that attribute is the answer, found in the type's cache (the
- * generic getattr would also look for an instance dict first). */
-static PyObject *
-declared_attr(PyObject *node, PyObject *name)
+/* Whether an instance of `type` has no attributes of its own (no dict) and the
+ * generic getattr: then its class's attributes are its own. */
+static int
+class_decides(PyTypeObject *type)
 {
-    PyTypeObject *type = Py_TYPE(node);
     int has_dict = type->tp_dictoffset != 0;
 #ifdef Py_TPFLAGS_MANAGED_DICT
     has_dict |= (type->tp_flags & Py_TPFLAGS_MANAGED_DICT) != 0;
 #endif
-    if (!has_dict && type->tp_getattro == PyObject_GenericGetAttr) {
+    return !has_dict && type->tp_getattro == PyObject_GenericGetAttr;
+}
+
+/* getattr(node, name) for what node classes declare: `differentiable`, what to
+ * retain, ... Where the class decides and its attribute is no descriptor, that
+ * attribute is the answer, found in the type's cache (the generic getattr would
+ * also look for an instance dict first). */
+static PyObject *
+declared_attr(PyObject *node, PyObject *name)
+{
+    PyTypeObject *type = Py_TYPE(node);
+    if (class_decides(type)) {
         PyObject *value = _PyType_Lookup(type, name); /* borrowed */
         if (value != NULL && Py_TYPE(value)->tp_descr_get == NULL) {
             return Py_NewRef(value);
@@ -892,6 +900,8 @@ backward_method(PyObject *self, PyTypeObject *cls, PyObject *const *args, Py_ssi
     return call_with_self(k->python_backward, self, args, nargs, kwnames);
 }
 
+static PyMethodDef apply_def;
+
 static PyMethodDef kernel_defs[2] = {
     {"forward", (PyCFunction)(void (*)(void))forward_method,
      METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
@@ -903,6 +913,24 @@ static PyMethodDef kernel_defs[2] = {
 };
 
 /* FunctionNode.apply(self, inputs), a method of NodeBase (so self is one). */
+/* PyObject_VectorcallMethod(name, args, nargs) (args[0] is self), but calling
+ * this module's own methods (apply, the kernels) directly where the class decides
+ * (class_decides): no lookup in an instance dict, no descriptor call. */
+static PyObject *
+call_method(PyObject *name, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyTypeObject *type = Py_TYPE(args[0]);
+    PyObject *descr = class_decides(type) ? _PyType_Lookup(type, name) : NULL; /* borrowed */
+    if (descr != NULL && Py_IS_TYPE(descr, &PyMethodDescr_Type)) {
+        PyMethodDef *def = ((PyMethodDescrObject *)descr)->d_method;
+        if (def == &apply_def || def == &kernel_defs[0] || def == &kernel_defs[1]) {
+            PyCMethod method = (PyCMethod)(void (*)(void))def->ml_meth;
+            return method(args[0], PyDescr_TYPE(descr), args + 1, nargs - 1, NULL);
+        }
+    }
+    return PyObject_VectorcallMethod(name, args, nargs, NULL);
+}
+
 static PyObject *
 apply(PyObject *func, PyTypeObject *defining, PyObject *const *args, Py_ssize_t nargs,
       PyObject *kwnames)
@@ -1000,7 +1028,8 @@ apply(PyObject *func, PyTypeObject *defining, PyObject *const *args, Py_ssize_t 
         }
     }
     Py_XSETREF(NODE(func)->xp, Py_NewRef(xp == NULL ? Py_None : xp));
-    PyObject *returned = PyObject_CallMethodOneArg(func, s_forward, arrays);
+    PyObject *forward_args[2] = {func, arrays};
+    PyObject *returned = call_method(s_forward, forward_args, 2);
     if (returned == NULL) {
         note_forward_error(func, arrays);
         goto error;
@@ -1104,7 +1133,26 @@ typedef struct {
 enum { OP_ADD, OP_RADD, OP_SUB, OP_MUL, OP_RMUL, OP_TRUEDIV, N_OPERATORS };
 static Operator operators[N_OPERATORS];
 
-static PyObject *s_apply;
+static PyObject *s_apply, *s_init;
+static PyObject *scalar_init; /* WithScalar.__init__, given by install_operators() */
+
+/* scalar_node(value): the node of an operation with a constant. A class that keeps
+ * WithScalar.__init__, which only stores `value`, is made without entering it. */
+static PyObject *
+new_scalar_node(PyObject *cls, PyObject *value)
+{
+    PyTypeObject *type = (PyTypeObject *)cls;
+    if (!PyType_Check(cls) || scalar_init == NULL || _PyType_Lookup(type, s_init) != scalar_init) {
+        return PyObject_CallOneArg(cls, value);
+    }
+    PyObject *no_args = PyTuple_New(0);
+    PyObject *node = no_args == NULL ? NULL : type->tp_new(type, no_args, NULL);
+    Py_XDECREF(no_args);
+    if (node != NULL && PyObject_SetAttr(node, s_value, value) < 0) {
+        Py_CLEAR(node);
+    }
+    return node;
+}
 
 static PyObject *
 binary_operator(const Operator *op, PyObject *self, PyObject *other)
@@ -1116,7 +1164,7 @@ binary_operator(const Operator *op, PyObject *self, PyObject *other)
     PyObject *cls = Py_NewRef(scalar ? op->scalar_node : op->node), *node, *inputs;
     if (scalar) {
         PyObject *value = op->negate ? PyNumber_Negative(other) : Py_NewRef(other);
-        node = value == NULL ? NULL : PyObject_CallOneArg(cls, value);
+        node = value == NULL ? NULL : new_scalar_node(cls, value);
         Py_XDECREF(value);
         inputs = PyTuple_Pack(1, self);
     }
@@ -1128,7 +1176,7 @@ binary_operator(const Operator *op, PyObject *self, PyObject *other)
     PyObject *results = NULL;
     if (node != NULL && inputs != NULL) {
         PyObject *args[2] = {node, inputs};
-        results = PyObject_VectorcallMethod(s_apply, args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        results = call_method(s_apply, args, 2);
     }
     Py_XDECREF(node);
     Py_XDECREF(inputs);
@@ -1161,16 +1209,17 @@ static PyMethodDef operator_defs[N_OPERATORS] = {
     [OP_TRUEDIV] = {"__truediv__", op_truediv, METH_O, "Return self/value."},
 };
 
-/* install_operators(Variable, {name: (node, scalar_node, negate)}): make these the
- * operators of Variable (the dunders that the dict names, all of them). */
+/* install_operators(Variable, {name: (node, scalar_node, negate)}, scalar_init): make
+ * these the operators of Variable (the dunders that the dict names, all of them). */
 static PyObject *
 install_operators(PyObject *module, PyObject *args)
 {
-    PyObject *cls, *table;
-    if (!PyArg_ParseTuple(args, "O!O!:install_operators", &PyType_Type, &cls, &PyDict_Type,
-                          &table)) {
+    PyObject *cls, *table, *init;
+    if (!PyArg_ParseTuple(args, "O!O!O:install_operators", &PyType_Type, &cls, &PyDict_Type,
+                          &table, &init)) {
         return NULL;
     }
+    Py_XSETREF(scalar_init, Py_NewRef(init));
     if (PyDict_GET_SIZE(table) != N_OPERATORS) {
         PyErr_Format(PyExc_ValueError, "install_operators: expected %d operators", N_OPERATORS);
         return NULL;
@@ -1557,8 +1606,7 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyOb
     }
     else {
         PyObject *call_args[3] = {func, indexes, gys};
-        gxs = PyObject_VectorcallMethod(s_backward, call_args,
-                                        3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        gxs = call_method(s_backward, call_args, 3);
     }
     Py_CLEAR(gys);
     if (gxs == NULL) {
@@ -1831,7 +1879,8 @@ static PyMethodDef methods[] = {
      "conjugate_if_complex(xp, a): conj(a) for complex arrays, a for real ones, "
      "a.conjugate() for Python scalars (after install_kernels)."},
     {"install_operators", install_operators, METH_VARARGS,
-     "install_operators(Variable, table): make the C operators Variable's +, -, * and /."},
+     "install_operators(Variable, table, scalar_init): make the C operators Variable's +, -, "
+     "* and /."},
     {"install_kernels", install_kernels, METH_VARARGS,
      "install_kernels(classes, is_complex, get_retained_inputs): make the C kernels the "
      "forward and backward of these node classes, given by name."},
@@ -1874,6 +1923,7 @@ PyInit__speedups(void)
         {&s_conjugate, "conjugate"},
         {&s_conj, "conj"},
         {&s_apply, "apply"},
+        {&s_init, "__init__"},
         {&s_get_retained_inputs, "get_retained_inputs"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {

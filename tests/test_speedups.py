@@ -469,3 +469,17 @@ def test_a_cycle_through_a_node_is_collected():
     del node, y
     gc.collect()
     assert ref() is None
+
+
+def test_operators_honour_a_scalar_nodes_own_init(monkeypatch):
+    made = []
+    plain_init = E.MulConstant.__init__
+
+    def init(self, value):
+        made.append(value)
+        plain_init(self, value)
+
+    monkeypatch.setattr(E.MulConstant, "__init__", init)
+    y = agnograd.Variable(np.array([1.0, 2.0])) * 3.0
+    assert made == [3.0]
+    assert y.creator_node.value == 3.0

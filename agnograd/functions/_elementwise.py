@@ -483,6 +483,8 @@ class WithScalar(FunctionNode):
     __slots__ = ("value",)
 
     def __init__(self, value: Any) -> None:
+        # Only this: the C operators make the nodes of classes that keep this
+        # __init__ by setting `value` themselves (_speedups.c, new_scalar_node).
         self.value = value
 
 
