@@ -48,6 +48,7 @@ typedef struct {
     PyObject *saved_inputs, *saved_outputs, *saved_versions;
     PyObject *local_hooks;
     char variables_in_backward;
+    unsigned long long pushed_in; /* the last backward loop that queued this node */
 } NodeBase;
 
 static PyMemberDef node_base_members[] = {
@@ -1262,6 +1263,7 @@ typedef struct {
 typedef struct {
     Entry *items;
     Py_ssize_t size, capacity, pushed;
+    unsigned long long run; /* this loop's number, which the nodes it queues keep */
 } Heap;
 
 static int
@@ -1371,20 +1373,27 @@ accumulate(PyObject *grads, PyObject *node, PyObject *g)
     return status;
 }
 
-/* Push node's creator unless it was pushed before. */
+/* Push node's creator unless this loop pushed it before. A loop run while another
+ * is under way (from a hook) marks nodes with its own number, and the outer loop
+ * may then push one of them twice: the second time it is popped, its gradients
+ * were all taken, and backprop_one does nothing. */
 static int
-push_creator(Heap *heap, PyObject *pushed, PyObject *node)
+push_creator(Heap *heap, PyObject *node)
 {
     PyObject *creator = node_attr(node, node_creator, s_creator_node);
     if (creator == NULL) {
         return -1;
     }
-    int status = creator == Py_None ? 1 : PySet_Contains(pushed, creator); /* 1: nothing to do */
-    if (status == 0) {
-        status = PySet_Add(pushed, creator) < 0 ? -1 : heap_push(heap, creator);
+    int status = 0;
+    if (creator != Py_None &&
+        !(PyObject_TypeCheck(creator, &NodeBaseType) && NODE(creator)->pushed_in == heap->run)) {
+        status = heap_push(heap, creator); /* which checks it is a NodeBase */
+        if (status == 0) {
+            NODE(creator)->pushed_in = heap->run;
+        }
     }
     Py_DECREF(creator);
-    return status < 0 ? -1 : 0;
+    return status;
 }
 
 /* grads.pop(node, None) as a new reference (NULL, with no error, if absent). */
@@ -1490,7 +1499,7 @@ index_tuple(unsigned mask)
 
 /* One function node's backward: gradients into `grads`, creators onto the heap. */
 static int
-backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyObject *keep,
+backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *keep,
              int retain_grad, int clear_buffer, int conforming, const Helpers *h)
 {
     int status = -1;
@@ -1659,7 +1668,7 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *pushed, PyOb
         if (!conforms && (gx = conform(gx, x, func, i, h)) == NULL) {
             goto done;
         }
-        int failed = accumulate(grads, x, gx) < 0 || push_creator(heap, pushed, x) < 0;
+        int failed = accumulate(grads, x, gx) < 0 || push_creator(heap, x) < 0;
         Py_DECREF(gx);
         if (failed) {
             goto done;
@@ -1689,10 +1698,11 @@ run(PyObject *module, PyObject *args)
                           &h.call_backward)) {
         return NULL;
     }
-    PyObject *grads = PyDict_New(), *pushed = PySet_New(NULL), *keep = PySet_New(NULL);
-    Heap heap = {NULL, 0, 0, 0};
+    static unsigned long long runs;
+    PyObject *grads = PyDict_New(), *keep = PySet_New(NULL);
+    Heap heap = {NULL, 0, 0, 0, ++runs};
     int conforming = 1; /* whether every seed has its node's shape and dtype */
-    if (grads == NULL || pushed == NULL || keep == NULL) {
+    if (grads == NULL || keep == NULL) {
         goto error;
     }
     for (Py_ssize_t k = 0; k < PyList_GET_SIZE(seeds); k++) {
@@ -1704,7 +1714,7 @@ run(PyObject *module, PyObject *args)
         }
         PyObject *node = PyTuple_GET_ITEM(seed, 0), *gy = PyTuple_GET_ITEM(seed, 1);
         if (PySet_Add(keep, node) < 0 || accumulate(grads, node, gy) < 0 ||
-            push_creator(&heap, pushed, node) < 0) {
+            push_creator(&heap, node) < 0) {
             goto error;
         }
         /* A seed of another dtype (or an odd node) leaves every gradient to conform(). */
@@ -1718,7 +1728,7 @@ run(PyObject *module, PyObject *args)
     }
     while (heap.size) {
         PyObject *func = heap_pop(&heap);
-        int status = backprop_one(func, grads, &heap, pushed, keep, retain_grad, clear_buffer,
+        int status = backprop_one(func, grads, &heap, keep, retain_grad, clear_buffer,
                                   conforming, &h);
         Py_DECREF(func);
         if (status < 0) {
@@ -1726,13 +1736,11 @@ run(PyObject *module, PyObject *args)
         }
     }
     heap_clear(&heap);
-    Py_DECREF(pushed);
     Py_DECREF(keep);
     return grads;
 error:
     heap_clear(&heap);
     Py_XDECREF(grads);
-    Py_XDECREF(pushed);
     Py_XDECREF(keep);
     return NULL;
 }

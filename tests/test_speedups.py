@@ -483,3 +483,38 @@ def test_operators_honour_a_scalar_nodes_own_init(monkeypatch):
     y = agnograd.Variable(np.array([1.0, 2.0])) * 3.0
     assert made == [3.0]
     assert y.creator_node.value == 3.0
+
+
+@pytest.mark.parametrize("probe_first", [True, False])
+def test_a_backward_run_inside_another_on_the_same_graph(probe_first):
+    # The inner run marks nodes the outer one queued (with the probe second, the
+    # outer loop queues b's creator before the inner run and again after it); the
+    # outer loop must still run each node once, with all of its gradients.
+    inner = []
+
+    class Probe(agnograd.FunctionNode):
+        def forward(self, inputs):
+            return (inputs[0] * 1.0,)
+
+        def backward(self, indexes, grad_outputs):
+            with agnograd.force_backprop_mode():  # ordinary backprop records nothing
+                c = self.b * 1.0
+            c.grad = np.ones(2)
+            c.backward()  # into x.grad too: 6 for each element
+            inner.append(self.x.grad.tolist())
+            return grad_outputs
+
+    results = []
+    for reference in (False, True):
+        with python_reference() if reference else contextlib.nullcontext():
+            x = agnograd.Variable(np.array([1.0, 2.0]))
+            b = (x * 2.0) * 3.0
+            probe = Probe()
+            probe.b, probe.x = b, x
+            (p,) = probe.apply((b,))
+            loss = p + b * 5.0 if probe_first else b * 5.0 + p
+            loss.grad = np.ones(2)
+            loss.backward()
+            results.append(x.grad.tolist())
+    assert results == [[42.0, 42.0]] * 2
+    assert inner == [[6.0, 6.0]] * 2
