@@ -246,6 +246,41 @@ declared_attr(PyObject *node, PyObject *name)
     return PyObject_GetAttr(node, name);
 }
 
+/* An array's `shape` or `dtype`, which every op reads. Most libraries define them
+ * with a getset descriptor of the array type (a data descriptor: an instance dict
+ * cannot override it); its getter is remembered with the type's version tag,
+ * which changes if the type is modified, and then called directly. */
+typedef struct {
+    PyObject *name;
+    PyTypeObject *type; /* borrowed: compared only, along with the tag */
+    unsigned int version;
+    getter get;
+    void *closure;
+} ArrayAttr;
+
+static ArrayAttr array_shape, array_dtype; /* names set in PyInit__speedups */
+
+static PyObject *
+array_attr(PyObject *a, ArrayAttr *attr)
+{
+    PyTypeObject *type = Py_TYPE(a);
+    if (type == attr->type && type->tp_version_tag == attr->version &&
+        (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+        return attr->get(a, attr->closure);
+    }
+    PyObject *descr = type->tp_getattro == PyObject_GenericGetAttr
+                          ? _PyType_Lookup(type, attr->name) /* borrowed; sets the tag */
+                          : NULL;
+    if (descr != NULL && Py_IS_TYPE(descr, &PyGetSetDescr_Type) &&
+        ((PyGetSetDescrObject *)descr)->d_getset->get != NULL &&
+        (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+        PyGetSetDef *def = ((PyGetSetDescrObject *)descr)->d_getset;
+        *attr = (ArrayAttr){attr->name, type, type->tp_version_tag, def->get, def->closure};
+        return def->get(a, def->closure);
+    }
+    return PyObject_GetAttr(a, attr->name);
+}
+
 static int
 truthy_attr(PyObject *obj, PyObject *name)
 {
@@ -304,7 +339,7 @@ static PyObject *
 new_variable(PyObject *data, int requires_grad, PyObject *creator, PyObject *rank,
              PyObject *like)
 {
-    PyObject *shape = PyObject_GetAttr(data, s_shape);
+    PyObject *shape = array_attr(data, &array_shape);
     if (shape == NULL) {
         return NULL;
     }
@@ -324,7 +359,7 @@ new_variable(PyObject *data, int requires_grad, PyObject *creator, PyObject *ran
             Py_SETREF(shape, Py_NewRef(like));
         }
     }
-    PyObject *dtype = PyObject_GetAttr(data, s_dtype);
+    PyObject *dtype = array_attr(data, &array_dtype);
     if (dtype == NULL) {
         Py_DECREF(shape);
         return NULL;
@@ -537,7 +572,7 @@ static PyObject *real_dtypes[8];
 static int
 is_complex(PyObject *a)
 {
-    PyObject *dtype = PyObject_GetAttr(a, s_dtype);
+    PyObject *dtype = array_attr(a, &array_dtype);
     if (dtype == NULL) {
         return -1;
     }
@@ -1184,7 +1219,9 @@ binary_operator(const Operator *op, PyObject *self, PyObject *other)
     if (results == NULL) {
         return NULL;
     }
-    PyObject *result = PySequence_GetItem(results, 0);
+    PyObject *result = PyTuple_CheckExact(results) && PyTuple_GET_SIZE(results)
+                           ? Py_NewRef(PyTuple_GET_ITEM(results, 0))
+                           : PySequence_GetItem(results, 0);
     Py_DECREF(results);
     return result;
 }
@@ -1436,9 +1473,9 @@ typedef struct {
 /* Whether obj.<name> differs from want: 1, 0, or -1 on error. (As `not ==`, which
  * answers at once for the very same object, as dtypes usually are.) */
 static int
-attr_differs(PyObject *obj, PyObject *name, PyObject *want)
+attr_differs(PyObject *obj, ArrayAttr *attr, PyObject *want)
 {
-    PyObject *have = PyObject_GetAttr(obj, name);
+    PyObject *have = array_attr(obj, attr);
     if (have == NULL) {
         return -1;
     }
@@ -1453,7 +1490,7 @@ static PyObject *
 conform(PyObject *gx, PyObject *x, PyObject *func, Py_ssize_t i, const Helpers *h)
 {
     PyObject *shape = node_attr(x, node_shape, s_shape);
-    int differs = shape == NULL ? -1 : attr_differs(gx, s_shape, shape);
+    int differs = shape == NULL ? -1 : attr_differs(gx, &array_shape, shape);
     if (differs > 0) {
         Py_SETREF(gx, PyObject_CallFunction(h->sum_to, "OOOn", gx, shape, func, i));
     }
@@ -1463,7 +1500,7 @@ conform(PyObject *gx, PyObject *x, PyObject *func, Py_ssize_t i, const Helpers *
         return NULL;
     }
     PyObject *dtype = node_attr(x, node_dtype, s_dtype);
-    differs = dtype == NULL ? -1 : attr_differs(gx, s_dtype, dtype);
+    differs = dtype == NULL ? -1 : attr_differs(gx, &array_dtype, dtype);
     if (differs > 0) {
         Py_SETREF(gx, PyObject_CallFunctionObjArgs(h->cast, gx, dtype, NULL));
     }
@@ -1719,8 +1756,8 @@ run(PyObject *module, PyObject *args)
         }
         /* A seed of another dtype (or an odd node) leaves every gradient to conform(). */
         int differs = SLOT(node, node_shape) == NULL || SLOT(node, node_dtype) == NULL;
-        differs = differs ? 1 : attr_differs(gy, s_shape, SLOT(node, node_shape));
-        differs = differs ? differs : attr_differs(gy, s_dtype, SLOT(node, node_dtype));
+        differs = differs ? 1 : attr_differs(gy, &array_shape, SLOT(node, node_shape));
+        differs = differs ? differs : attr_differs(gy, &array_dtype, SLOT(node, node_dtype));
         if (differs < 0) {
             goto error;
         }
@@ -1939,6 +1976,8 @@ PyInit__speedups(void)
             return NULL;
         }
     }
+    array_shape.name = s_shape;
+    array_dtype.name = s_dtype;
     if ((zero = PyLong_FromLong(0)) == NULL) {
         return NULL;
     }
