@@ -281,6 +281,13 @@ array_attr(PyObject *a, ArrayAttr *attr)
     return PyObject_GetAttr(a, attr->name);
 }
 
+/* bool(value), at once for the tuples of indexes that nodes declare. */
+static int
+truth(PyObject *value)
+{
+    return PyTuple_CheckExact(value) ? PyTuple_GET_SIZE(value) != 0 : PyObject_IsTrue(value);
+}
+
 static int
 truthy_attr(PyObject *obj, PyObject *name)
 {
@@ -288,7 +295,7 @@ truthy_attr(PyObject *obj, PyObject *name)
     if (value == NULL) {
         return -1;
     }
-    int flag = value == Py_None ? 0 : PyObject_IsTrue(value);
+    int flag = truth(value);
     Py_DECREF(value);
     return flag;
 }
@@ -311,6 +318,9 @@ plain_weakref(PyObject *obj)
 static PyObject *
 untracked(PyObject *obj)
 {
+    if (!PyObject_GC_IsTracked(obj)) { /* a shared shape, a tuple CPython untracked */
+        return obj;
+    }
     if (PyTuple_CheckExact(obj)) {
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); i++) {
             /* Items that stay out of cycles for good. (Not an untracked dict: CPython
@@ -325,9 +335,7 @@ untracked(PyObject *obj)
     else if (!plain_weakref(obj)) {
         return obj;
     }
-    if (PyObject_GC_IsTracked(obj)) {
-        PyObject_GC_UnTrack(obj);
-    }
+    PyObject_GC_UnTrack(obj);
     return obj;
 }
 
@@ -448,7 +456,7 @@ retain(PyObject *func, PyObject *arrays, PyObject *outputs)
         if (indexes == NULL) {
             return -1;
         }
-        int nonempty = PyObject_IsTrue(indexes);
+        int nonempty = truth(indexes);
         PyObject *saved = nonempty > 0 ? pick(sources[k], indexes) : NULL;
         Py_DECREF(indexes);
         if (nonempty < 0 || (nonempty && saved == NULL)) {
@@ -1397,11 +1405,14 @@ node_attr(PyObject *x, Py_ssize_t offset, PyObject *name)
 static int
 accumulate(PyObject *grads, PyObject *node, PyObject *g)
 {
-    PyObject *prev = PyDict_GetItemWithError(grads, node);
-    if (prev == NULL) {
-        return PyErr_Occurred() ? -1 : PyDict_SetItem(grads, node, g);
+    Py_ssize_t size = PyDict_GET_SIZE(grads);
+    PyObject *prev = PyDict_SetDefault(grads, node, g); /* borrowed */
+    if (prev == NULL || PyDict_GET_SIZE(grads) > size) { /* an error, or g was stored */
+        return prev == NULL ? -1 : 0;
     }
+    Py_INCREF(prev); /* the sum may run Python code */
     PyObject *sum = PyNumber_Add(prev, g);
+    Py_DECREF(prev);
     if (sum == NULL) {
         return -1;
     }

@@ -40,6 +40,17 @@ def test_fan_in_sums_gradients(backend):
     backend.assert_close(x.grad, 2 * a + 4)
 
 
+def test_fan_in_of_the_very_same_gradient_array_is_summed(backend):
+    # x + x hands both inputs the same array: it must count twice.
+    x = Variable(backend.asarray([1.0, 2.0]))
+    (x + x).backward(grad=backend.asarray([1.0, 10.0]))
+    backend.assert_close(x.grad, [2.0, 20.0])
+    x.cleargrad()
+    a = x - 1.0
+    ((a + a) + a).backward(grad=backend.asarray([1.0, 10.0]))
+    backend.assert_close(x.grad, [3.0, 30.0])
+
+
 def test_diamond_graph_runs_each_node_once_after_its_consumers(backend):
     a = np.array([0.5, 2.0], dtype=np.float32)
     x = Variable(backend.asarray(a))
