@@ -1448,16 +1448,18 @@ push_creator(Heap *heap, PyObject *node)
 static PyObject *
 pop_grad(PyObject *grads, PyObject *node)
 {
-    PyObject *g = PyDict_GetItemWithError(grads, node);
-    if (g == NULL) {
-        return NULL;
-    }
-    Py_INCREF(g);
-    if (PyDict_DelItem(grads, node) < 0) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *g;
+    return PyDict_Pop(grads, node, &g) < 0 ? NULL : g;
+#else
+    /* Gradients are never None, which stands for "absent" here. */
+    PyObject *g = _PyDict_Pop(grads, node, Py_None);
+    if (g == Py_None) {
         Py_DECREF(g);
         return NULL;
     }
     return g;
+#endif
 }
 
 /* What the weak reference points to (a new reference; None once it is dead). */
