@@ -32,22 +32,45 @@ speedups = _import_speedups()
 
 
 class _NodeState:
-    """What every function node keeps, with its defaults.
+    """What every function node keeps, with its defaults, in slots.
 
     Where the C extension is built, FunctionNode derives from its ``NodeBase``
     instead, which holds the same attributes, with the same defaults, in C fields.
+    Neither has an instance dict (a subclass that declares no ``__slots__`` gets one).
     """
 
-    inputs: tuple[VariableNode, ...] | None = None
-    outputs: tuple[weakref.ref[VariableNode], ...] | None = None
-    rank: int = 0
-    xp: Any = None
-    _saved_inputs: tuple[Any, ...] | None = None
-    _saved_outputs: tuple[Any, ...] | None = None
-    _saved_versions: tuple[tuple[int, ...], tuple[int, ...]] | None = None
-    _local_hooks: dict[str, Any] | None = None
-    # Set by the engine while backward runs on Variables (double backprop).
-    _variables_in_backward = False
+    __slots__ = (
+        "__weakref__",
+        "_local_hooks",
+        "_saved_inputs",
+        "_saved_outputs",
+        "_saved_versions",
+        "_variables_in_backward",  # set by the engine during double backprop
+        "inputs",
+        "outputs",
+        "rank",
+        "xp",
+    )
+    inputs: tuple[VariableNode, ...] | None
+    outputs: tuple[weakref.ref[VariableNode], ...] | None
+    rank: int
+    xp: Any
+    _saved_inputs: tuple[Any, ...] | None
+    _saved_outputs: tuple[Any, ...] | None
+    _saved_versions: tuple[tuple[int, ...], tuple[int, ...]] | None
+    _local_hooks: dict[str, Any] | None
+    _variables_in_backward: bool
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if (args or kwargs) and cls.__init__ is object.__init__:
+            raise TypeError(f"{cls.__name__}() takes no arguments")
+        self = object.__new__(cls)
+        self.inputs = self.outputs = self.xp = None
+        self.rank = 0
+        self._saved_inputs = self._saved_outputs = self._saved_versions = None
+        self._local_hooks = None
+        self._variables_in_backward = False
+        return self
 
 
 if TYPE_CHECKING:
@@ -85,7 +108,8 @@ class FunctionNode(_Base):
     array([ 3., 12.])
     """
 
-    # No instance dict here (a subclass that declares no __slots__ gets one).
+    # No instance dict (a subclass that declares no __slots__ gets one); NodeBase,
+    # unlike _NodeState, leaves weak references to its subclasses.
     __slots__ = ("__weakref__",) if speedups is not None else ()
 
     _retain_in: tuple[int, ...] = ()
@@ -266,11 +290,21 @@ class FunctionNode(_Base):
 
     def retain_inputs(self, indexes: Sequence[int]) -> None:
         """Keep the input arrays at ``indexes`` for backward (call inside forward)."""
-        self._retain_in = tuple(indexes)
+        self._retain("_retain_in", indexes, "retain_inputs")
 
     def retain_outputs(self, indexes: Sequence[int]) -> None:
         """Keep the output arrays at ``indexes`` for backward (call inside forward)."""
-        self._retain_out = tuple(indexes)
+        self._retain("_retain_out", indexes, "retain_outputs")
+
+    def _retain(self, name: str, indexes: Sequence[int], op: str) -> None:
+        try:
+            setattr(self, name, tuple(indexes))
+        except AttributeError:
+            raise AttributeError(
+                f"{op}: {self.label} has __slots__ and no instance dict to record what "
+                f"to keep; declare {name} = {tuple(indexes)} on the class instead, or "
+                "add '__dict__' to its __slots__"
+            ) from None
 
     def get_retained_inputs(self) -> tuple[Any, ...]:
         """The inputs kept by :meth:`retain_inputs`, in that order.

@@ -260,20 +260,28 @@ typedef struct {
 
 static ArrayAttr array_shape, array_dtype; /* names set in PyInit__speedups */
 
+/* Whether the type has a version tag (which a change to the type resets). */
+#if PY_VERSION_HEX >= 0x030D0000
+#define HAS_VERSION_TAG(type) ((type)->tp_version_tag != 0)
+#else
+#define HAS_VERSION_TAG(type) (((type)->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) != 0)
+#endif
+
 static PyObject *
 array_attr(PyObject *a, ArrayAttr *attr)
 {
     PyTypeObject *type = Py_TYPE(a);
-    if (type == attr->type && type->tp_version_tag == attr->version &&
-        (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+    if (type == attr->type && type->tp_version_tag == attr->version && HAS_VERSION_TAG(type)) {
         return attr->get(a, attr->closure);
     }
     PyObject *descr = type->tp_getattro == PyObject_GenericGetAttr
                           ? _PyType_Lookup(type, attr->name) /* borrowed; sets the tag */
                           : NULL;
+    /* The descriptor's own class must be one of the type's (as getattr checks): a
+     * class may hold another's descriptor. */
     if (descr != NULL && Py_IS_TYPE(descr, &PyGetSetDescr_Type) &&
         ((PyGetSetDescrObject *)descr)->d_getset->get != NULL &&
-        (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+        PyType_IsSubtype(type, PyDescr_TYPE(descr)) && HAS_VERSION_TAG(type)) {
         PyGetSetDef *def = ((PyGetSetDescrObject *)descr)->d_getset;
         *attr = (ArrayAttr){attr->name, type, type->tp_version_tag, def->get, def->closure};
         return def->get(a, def->closure);
@@ -967,7 +975,8 @@ call_method(PyObject *name, PyObject *const *args, Py_ssize_t nargs)
     PyObject *descr = class_decides(type) ? _PyType_Lookup(type, name) : NULL; /* borrowed */
     if (descr != NULL && Py_IS_TYPE(descr, &PyMethodDescr_Type)) {
         PyMethodDef *def = ((PyMethodDescrObject *)descr)->d_method;
-        if (def == &apply_def || def == &kernel_defs[0] || def == &kernel_defs[1]) {
+        if ((def == &apply_def || def == &kernel_defs[0] || def == &kernel_defs[1]) &&
+            PyType_IsSubtype(type, PyDescr_TYPE(descr))) {
             PyCMethod method = (PyCMethod)(void (*)(void))def->ml_meth;
             return method(args[0], PyDescr_TYPE(descr), args + 1, nargs - 1, NULL);
         }
@@ -1181,12 +1190,14 @@ static PyObject *s_apply, *s_init;
 static PyObject *scalar_init; /* WithScalar.__init__, given by install_operators() */
 
 /* scalar_node(value): the node of an operation with a constant. A class that keeps
- * WithScalar.__init__, which only stores `value`, is made without entering it. */
+ * WithScalar.__init__, which only stores `value`, and NodeBase's __new__ is made
+ * without entering the __init__. */
 static PyObject *
 new_scalar_node(PyObject *cls, PyObject *value)
 {
     PyTypeObject *type = (PyTypeObject *)cls;
-    if (!PyType_Check(cls) || scalar_init == NULL || _PyType_Lookup(type, s_init) != scalar_init) {
+    if (!PyType_Check(cls) || scalar_init == NULL || _PyType_Lookup(type, s_init) != scalar_init ||
+        type->tp_new != node_base_new) { /* an __init__ or a __new__ of its own */
         return PyObject_CallOneArg(cls, value);
     }
     PyObject *no_args = PyTuple_New(0);
@@ -1555,7 +1566,8 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *keep,
     int status = -1;
     PyObject *in_nodes = NULL, *outputs = NULL, *gys = NULL, *indexes = NULL, *gxs = NULL;
     PyObject *seq = NULL, *y_shape = NULL, *y_dtype = NULL;
-    const void *passed = NULL; /* the one output's gradient, compared by address */
+    PyObject *passed = NULL; /* the one output's gradient (borrowed from gys) */
+    unsigned long long unchanged = 0; /* bit j: the j-th gradient returned is `passed` */
     /* Only NodeBase instances enter the heap (heap_push). */
     in_nodes = Py_XNewRef(NODE(func)->inputs);
     if (in_nodes == NULL || !PyTuple_Check(in_nodes)) {
@@ -1667,6 +1679,12 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *keep,
         PyObject *call_args[3] = {func, indexes, gys};
         gxs = call_method(s_backward, call_args, 3);
     }
+    /* Which gradients are the very one passed, known while gys holds it. */
+    for (Py_ssize_t j = 0; passed != NULL && gxs != NULL && PyTuple_CheckExact(gxs) &&
+                           j < PyTuple_GET_SIZE(gxs) && j < 64;
+         j++) {
+        unchanged |= (unsigned long long)(PyTuple_GET_ITEM(gxs, j) == passed) << j;
+    }
     Py_CLEAR(gys);
     if (gxs == NULL) {
         goto done;
@@ -1710,10 +1728,11 @@ backprop_one(PyObject *func, PyObject *grads, Heap *heap, PyObject *keep,
         PyObject *x = PyTuple_GET_ITEM(in_nodes, i);
         /* With `conforming` seeds, every gradient in `grads` has its node's shape
          * and dtype. One passed through unchanged (by x + y, x - 1, ...) to an
-         * input of that very shape and dtype then needs no check. The address is
-         * that of a gradient alive when the gxs were made: only the same object
-         * has it. */
-        int conforms = gx == passed && y_shape != NULL && Py_IS_TYPE(x, node_type) &&
+         * input of that very shape and dtype then needs no check. (seq is gxs
+         * itself when `unchanged` has bits.) */
+        Py_ssize_t at = by_input ? i : k;
+        int conforms = at < 64 && ((unchanged >> at) & 1) && y_shape != NULL &&
+                       Py_IS_TYPE(x, node_type) &&
                        SLOT(x, node_shape) == y_shape && SLOT(x, node_dtype) == y_dtype;
         if (!conforms && (gx = conform(gx, x, func, i, h)) == NULL) {
             goto done;

@@ -518,3 +518,55 @@ def test_a_backward_run_inside_another_on_the_same_graph(probe_first):
             results.append(x.grad.tolist())
     assert results == [[42.0, 42.0]] * 2
     assert inner == [[6.0, 6.0]] * 2
+
+
+def test_gradients_returned_as_an_array_are_checked_like_any_other():
+    # Iterating the array makes new row objects, which may land at the address of
+    # the gradient that was passed in and freed: that is no gradient passed on.
+    class Rows(agnograd.FunctionNode):
+        def forward(self, inputs):
+            return (inputs[0] * 1.0,)
+
+        def backward(self, indexes, grad_outputs):
+            return np.ones((1, 2, 3), dtype=np.float32)  # one (2, 3) gradient
+
+    results = []
+    for reference in (False, True):
+        with python_reference() if reference else contextlib.nullcontext():
+            x = agnograd.Variable(np.array([1.0, 2.0, 3.0]))
+            (y,) = Rows().apply((x,))
+            (y * 2.0).backward(grad=np.ones(3))
+            results.append((x.grad.shape, x.grad.dtype, x.grad.tolist()))
+    assert results == [((3,), np.dtype("float64"), [2.0, 2.0, 2.0])] * 2
+
+
+def test_a_borrowed_getset_descriptor_is_not_called_on_another_class():
+    class Fake:  # holds ndarray's descriptors without being an ndarray
+        shape = np.ndarray.__dict__["shape"]
+        dtype = np.ndarray.__dict__["dtype"]
+
+    class Odd(agnograd.FunctionNode):
+        def forward(self, inputs):
+            return (inputs[0] * 1.0,)
+
+        def backward(self, indexes, grad_outputs):
+            return (Fake(),)
+
+    for reference in (False, True):
+        with python_reference() if reference else contextlib.nullcontext():
+            (y,) = Odd().apply((agnograd.Variable(np.array([1.0, 2.0])),))
+            with pytest.raises(TypeError, match="doesn't apply to a 'Fake' object"):
+                y.backward(grad=np.ones(2))
+
+
+def test_operators_honour_a_scalar_nodes_own_new(monkeypatch):
+    made = []
+
+    def new(cls, value):
+        made.append(value)
+        return super(E.MulConstant, cls).__new__(cls)
+
+    monkeypatch.setattr(E.MulConstant, "__new__", new)
+    y = agnograd.Variable(np.array([1.0, 2.0])) * 3.0
+    assert made == [3.0]
+    assert y.creator_node.value == 3.0
