@@ -89,12 +89,16 @@ def interleaved(
     *,
     rounds: int,
     batch_seconds: float,
+    warm_up: bool = False,
 ) -> dict[str, list[float]]:
     """Seconds per call of each contestant, one entry per round.
 
     Each round times one batch per contestant, in turn. The batch size is
     calibrated once per contestant so that every batch lasts about
-    ``batch_seconds``. The garbage collector stays enabled (users run with it; a
+    ``batch_seconds``. With ``warm_up``, each batch follows one untimed call, so
+    that no contestant pays for refilling the caches the one before it used (in
+    batches of a few milliseconds that costs the contestant with the most code
+    about a tenth). The garbage collector stays enabled (users run with it; a
     library that makes reference cycles pays for them), but a collection runs
     before every batch so that no batch inherits another one's garbage. The
     objects that exist before the rounds (torch alone makes a million) are
@@ -110,6 +114,8 @@ def interleaved(
             for name, fn in contestants.items():
                 n = repeats[name]
                 gc.collect()
+                if warm_up:
+                    fn()
                 start = time.perf_counter()
                 for _ in range(n):
                     fn()

@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ops = BLOCK if args.quick else args.ops
     steps, ops = contestants(ops, _harness.skipped(args), args.split)
     batch = 0.001 if args.quick else args.batch_seconds
-    times = _harness.interleaved(steps, rounds=args.rounds, batch_seconds=batch)
+    times = _harness.interleaved(steps, rounds=args.rounds, batch_seconds=batch, warm_up=True)
 
     us_per_op = {k: [t / ops * 1e6 for t in v] for k, v in times.items()}
     medians = {k: statistics.median(v) for k, v in us_per_op.items()}
