@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agnograd._backend import moved_leaves, raw_namespace
+from agnograd._backend import is_array, moved_leaves, raw_namespace
 from agnograd._config import FUNCTION_HOOKS, using_config
 from agnograd._define_then_run import clear_node_data
 from agnograd._function import FunctionNode, speedups
@@ -162,6 +162,11 @@ def _seed(
     if data is None:
         raise RuntimeError(f"{op}: output {y._describe()} holds no data (uninitialised)")
     if gy is not None:  # of another dtype too: the engine casts what the rules return
+        if not is_array(_raw(gy)):
+            raise TypeError(
+                f"{op}: grad_outputs[{index}] must be an array or a Variable (or None), "
+                f"got {type(gy).__name__}"
+            )
         y._check_grad(_raw(gy), f"{op}: grad_outputs[{index}] for", any_dtype=True)
         if isinstance(gy, Variable) and not double:
             gy = gy._data

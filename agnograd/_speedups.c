@@ -964,7 +964,6 @@ static PyMethodDef kernel_defs[2] = {
      "This class's backward, in C (agnograd/_speedups.c)."},
 };
 
-/* FunctionNode.apply(self, inputs), a method of NodeBase (so self is one). */
 /* PyObject_VectorcallMethod(name, args, nargs) (args[0] is self), but calling
  * this module's own methods (apply, the kernels) directly where the class decides
  * (class_decides): no lookup in an instance dict, no descriptor call. */
@@ -984,6 +983,7 @@ call_method(PyObject *name, PyObject *const *args, Py_ssize_t nargs)
     return PyObject_VectorcallMethod(name, args, nargs, NULL);
 }
 
+/* FunctionNode.apply(self, inputs), a method of NodeBase (so self is one). */
 static PyObject *
 apply(PyObject *func, PyTypeObject *defining, PyObject *const *args, Py_ssize_t nargs,
       PyObject *kwnames)

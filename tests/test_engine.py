@@ -329,6 +329,12 @@ def test_grad_outputs_must_have_the_outputs_shape(backend):
     assert x.grad is None
 
 
+def test_grad_outputs_must_be_arrays(backend):
+    x = Variable(backend.asarray([1.0, 2.0]))
+    with pytest.raises(TypeError, match=r"grad: grad_outputs\[0\] must be an array .* got float"):
+        agnograd.grad([x * 2.0], [x], [1.0])
+
+
 def test_grad_outputs_of_another_library_are_a_type_error(backend):
     import array_api_strict
 
