@@ -162,12 +162,13 @@ def _seed(
     if data is None:
         raise RuntimeError(f"{op}: output {y._describe()} holds no data (uninitialised)")
     if gy is not None:  # of another dtype too: the engine casts what the rules return
-        if not is_array(_raw(gy)):
+        raw = gy._data if isinstance(gy, Variable) else gy
+        if not is_array(raw):
             raise TypeError(
                 f"{op}: grad_outputs[{index}] must be an array or a Variable (or None), "
                 f"got {type(gy).__name__}"
             )
-        y._check_grad(_raw(gy), f"{op}: grad_outputs[{index}] for", any_dtype=True)
+        y._check_grad(raw, f"{op}: grad_outputs[{index}] for", any_dtype=True)
         if isinstance(gy, Variable) and not double:
             gy = gy._data
     else:
@@ -187,10 +188,6 @@ def _seed(
     if double and not isinstance(gy, Variable):
         gy = Variable._new(gy, False)
     return y._node, gy
-
-
-def _raw(a: Any) -> Any:
-    return a._data if isinstance(a, Variable) else a
 
 
 def _sum_to(gx: Any, shape: tuple[int, ...], func: FunctionNode, index: int) -> Any:

@@ -308,6 +308,13 @@ truthy_attr(PyObject *obj, PyObject *name)
     return flag;
 }
 
+/* A weak reference without a callback: it holds no strong reference. */
+static int
+plain_weakref(PyObject *obj)
+{
+    return PyWeakref_CheckRefExact(obj) && ((PyWeakReference *)obj)->wr_callback == NULL;
+}
+
 /* Leave objects that cannot be part of a reference cycle to reference counting.
  *
  * Every op adds a VariableNode, a FunctionNode, two weak references and a few
@@ -317,12 +324,6 @@ truthy_attr(PyObject *obj, PyObject *name)
  * reference without a callback holds no strong reference, and a tuple holds
  * only its items; CPython itself untracks such tuples, but only once a
  * collection has walked them. */
-static int
-plain_weakref(PyObject *obj)
-{
-    return PyWeakref_CheckRefExact(obj) && ((PyWeakReference *)obj)->wr_callback == NULL;
-}
-
 static PyObject *
 untracked(PyObject *obj)
 {
