@@ -10,6 +10,7 @@ modules share the process).
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,10 @@ import numpy as np
 import pytest
 
 from agnograd import Variable
+
+# Two CPU devices for JAX, so that its multi-device tests run on any machine; the flag
+# is read once, when jax is first imported (nothing has imported it yet).
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
 # (fixture id, module that holds the library's array API namespace)
 _BACKENDS = [
@@ -66,6 +71,11 @@ class Backend:
     ) -> None:
         """Compare an array or Variable of this library with expected NumPy values."""
         np.testing.assert_allclose(self.to_numpy(actual), expected, rtol=rtol, atol=atol)
+
+    def narrow_and_wide(self) -> tuple[str, str]:
+        """Two floating dtype names, the second wider: float32 and float64, or float16
+        and float32 on JAX, which has no float64 outside its x64 mode."""
+        return ("float16", "float32") if self.name == "jax" else ("float32", "float64")
 
     def dtype(self, name: str) -> Any:
         """The library's dtype object called ``name`` (``"float32"``, ``"bool"``, ...)."""

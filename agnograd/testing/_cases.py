@@ -91,7 +91,8 @@ class FunctionCase:
             values = numpy.array2string(
                 to_numpy(x), separator=", ", floatmode="unique", threshold=1000
             )
-            parts.append(f"{dtype_name(x.dtype)}{values}")
+            # A 0-d value gets parentheses: float64(0.), beside float64[0., 1.].
+            parts.append(f"{dtype_name(x.dtype)}{values if x.shape else f'({values})'}")
         return self._format(parts)
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
