@@ -76,7 +76,8 @@ def test_ci_script_runs_the_readme_commands_in_fresh_venvs() -> None:
     assert script.startswith("#!/usr/bin/env bash\n")
     assert "set -euo pipefail" in script
     # The commands come from README.md, not from the script: it installs nothing itself.
-    assert "README.md" in script and "pip install" not in script
+    assert "README.md" in script
+    assert "pip install" not in script
     assert "-m venv" in script
     readme = (ROOT / "README.md").read_text()
     block = readme.split("```console\n", 1)[1].split("```", 1)[0]
