@@ -1,8 +1,10 @@
 """Configuration: backprop mode, function hooks and user flags, per thread.
 
-Each entry is a :class:`contextvars.ContextVar`, so a value set in one thread (or
-asyncio task) is invisible to the others, and reading one on the hot path costs a
-single C call.
+Each entry lives in a :class:`contextvars.ContextVar`, so a value set in one thread
+(or asyncio task) is invisible to the others. The three entries every operation
+reads (``enable_backprop``, ``auto_forward``, ``function_hooks``) share one
+variable, :data:`MODE`, so that ``FunctionNode.apply`` reads its configuration with
+a single lookup.
 """
 
 from __future__ import annotations
@@ -11,29 +13,28 @@ import contextlib
 import contextvars
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
-ENABLE_BACKPROP: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "agnograd.enable_backprop", default=True
-)
-FUNCTION_HOOKS: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
-    "agnograd.function_hooks", default=MappingProxyType({})
-)
 
-AUTO_FORWARD: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "agnograd.auto_forward", default=True
-)
+class Mode(NamedTuple):
+    """The configuration every operation reads, as one immutable value."""
+
+    enable_backprop: bool = True
+    auto_forward: bool = True
+    function_hooks: Mapping[str, Any] = MappingProxyType({})
+
+
+MODE: contextvars.ContextVar[Mode] = contextvars.ContextVar("agnograd.mode", default=Mode())  # noqa: B039 - immutable
 
 _entries: dict[str, contextvars.ContextVar[Any]] = {
-    "enable_backprop": ENABLE_BACKPROP,
-    "function_hooks": FUNCTION_HOOKS,
-    "auto_forward": AUTO_FORWARD,
     "debug": contextvars.ContextVar("agnograd.debug", default=False),
 }
 _UNSET = object()
 
 
 def _value(name: str) -> Any:
+    if name in Mode._fields:
+        return getattr(MODE.get(), name)
     entry = _entries.get(name)
     if entry is None:
         return _UNSET
@@ -71,18 +72,24 @@ class _Config:
         return value
 
     def __setattr__(self, name: str, value: Any) -> None:
+        if name in Mode._fields:
+            MODE.set(MODE.get()._replace(**{name: value}))
+            return
         entry = _entries.get(name)
         if entry is None:
             entry = _entries[name] = contextvars.ContextVar(f"agnograd.{name}")
         entry.set(value)
 
     def __delattr__(self, name: str) -> None:
+        if name in Mode._fields:  # back to the default
+            MODE.set(MODE.get()._replace(**{name: Mode._field_defaults[name]}))
+            return
         if _value(name) is _UNSET:
             raise AttributeError(f"agnograd.config has no entry {name!r}")
         _entries[name].set(_UNSET)
 
     def _names(self) -> list[str]:
-        return [name for name in _entries if _value(name) is not _UNSET]
+        return [*Mode._fields, *(name for name in _entries if _value(name) is not _UNSET)]
 
     def show(self) -> str:
         """Return the entries visible in this thread as ``name value`` lines."""
@@ -119,6 +126,16 @@ class _Setting(contextlib.ContextDecorator, contextlib.AbstractContextManager[No
         self._entry.reset(self._tokens.pop())
 
 
+class _ModeSetting(_Setting):
+    """One field of :data:`MODE` set for a block (the other fields as they are then)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        name, value = self._value
+        self._tokens.append(MODE.set(MODE.get()._replace(**{name: value})))
+
+
 def using_config(name: str, value: Any) -> contextlib.AbstractContextManager[None]:
     """Set ``agnograd.config.<name>`` to ``value`` inside a ``with`` block, in this thread.
 
@@ -131,6 +148,8 @@ def using_config(name: str, value: Any) -> contextlib.AbstractContextManager[Non
     >>> agnograd.config.debug
     False
     """
+    if name in Mode._fields:
+        return _ModeSetting(MODE, (name, value))
     entry = _entries.get(name)
     if entry is None:
         entry = _entries[name] = contextvars.ContextVar(f"agnograd.{name}")
@@ -198,7 +217,7 @@ def set_auto_forward(enabled: bool) -> None:
     False
     >>> agnograd.set_auto_forward(True)
     """
-    AUTO_FORWARD.set(bool(enabled))
+    config.auto_forward = bool(enabled)
 
 
 def get_auto_forward() -> bool:
@@ -210,4 +229,4 @@ def get_auto_forward() -> bool:
     >>> agnograd.get_auto_forward()
     True
     """
-    return AUTO_FORWARD.get()
+    return MODE.get().auto_forward

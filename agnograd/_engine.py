@@ -13,9 +13,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agnograd._backend import is_array, moved_leaves, raw_namespace
-from agnograd._config import FUNCTION_HOOKS, using_config
+from agnograd._config import MODE, using_config
 from agnograd._define_then_run import clear_node_data
-from agnograd._function import FunctionNode, speedups
+from agnograd._function import FunctionNode
 from agnograd._variable import Variable, VariableNode
 
 
@@ -238,38 +238,31 @@ def _run(
     targets: set[VariableNode] | None,
     clear_buffer: bool,
 ) -> dict[VariableNode, Any]:
-    """The backward loop. Returns the gradients that reached leaves (or targets)."""
-    if (
-        speedups is not None
-        and not double
-        and targets is None
-        and not FUNCTION_HOOKS.get()
-        and not len(moved_leaves)
-    ):
-        helpers = (_sum_to, _cast, _store_grad, _free, _call_backward)
-        return speedups.run(seeds, retain_grad, clear_buffer, helpers)  # type: ignore[no-any-return]
-    keep = {node for node, _ in seeds}
+    """The backward loop. Returns the gradients that reached leaves (or targets).
+
+    A function node is queued when the first gradient of one of its outputs arrives
+    and runs when it is the highest-ranked node left, so every consumer of its
+    outputs has run by then. Each gradient is dropped as soon as it is consumed.
+    """
     grads: dict[VariableNode, Any] = {}
     heap: list[tuple[int, int, FunctionNode]] = []
-    pushed: set[FunctionNode] = set()
+    queued = 0  # breaks ties between nodes of equal rank, in the order queued
     relevant = _relevant([n for n, _ in seeds], targets) if targets is not None else None
-    collected: dict[VariableNode, Any] = {}
-    heappush, heappop = heapq.heappush, heapq.heappop
-    # Leaves moved (to_device, to_chx) after a graph saved their arrays: their
-    # gradients must follow the data. Usually empty, so the check is skipped.
-    moved = moved_leaves if len(moved_leaves) else None
-
     for node, gy in seeds:
         prev = grads.get(node)
         grads[node] = gy if prev is None else prev + gy
         func = node.creator_node
-        if func is not None and func not in pushed and (relevant is None or func in relevant):
-            pushed.add(func)
-            heappush(heap, (-func.rank, len(pushed), func))
+        if prev is None and func is not None and (relevant is None or func in relevant):
+            queued += 1
+            heapq.heappush(heap, (-func.rank, queued, func))
+    keep = {node for node, _ in seeds}
+    collected: dict[VariableNode, Any] = {}
+    hooks = MODE.get().function_hooks
+    # Leaves moved (to_device, to_chx) after a graph saved their arrays: their
+    # gradients must follow the data. Usually empty, so the check is skipped.
+    moved = moved_leaves if len(moved_leaves) else None
+    heappush, heappop = heapq.heappush, heapq.heappop
 
-    hooks = FUNCTION_HOOKS.get()
-    # The loop body runs once per function node: it is written for speed (locals,
-    # no comprehensions) and keeps no gradient longer than needed.
     while heap:
         func = heappop(heap)[2]
         in_nodes = func.inputs
@@ -277,9 +270,7 @@ def _run(
             raise RuntimeError(
                 f"backward reached {func.label}, which was unchained; its inputs are gone"
             )
-        # Any: set together with the inputs, so not None here; and an output that is
-        # gone (None) never has a gradient, so `y` is a node wherever one is used.
-        outputs: Any = func.outputs
+        outputs: Any = func.outputs  # set with the inputs
         if len(outputs) == 1:  # the common case, without the general loop
             y = outputs[0]()
             gy = None if y is None else grads.pop(y, None)
@@ -289,7 +280,7 @@ def _run(
                 collected[y] = gy
             if retain_grad:
                 _store_grad(y, gy)
-            gys = [gy]
+            gys: Any = (gy,)
         else:
             gys = []
             for ref in outputs:
@@ -302,26 +293,19 @@ def _run(
                         _store_grad(y, gy)
                 gys.append(gy)
             if all(g is None for g in gys):
-                continue
-        indexes: tuple[int, ...] | list[int]  # a declaration only: a list, then a tuple
-        if relevant is None and len(in_nodes) == 1:
-            if not in_nodes[0].requires_grad:
-                continue
-            indexes = _FIRST
+                continue  # queued twice (by two of its outputs): it has run already
+            gys = tuple(gys)
+        indexes: tuple[int, ...]
+        if relevant is None and len(in_nodes) == 1:  # the common case again
+            indexes = _FIRST if in_nodes[0].requires_grad else ()
         else:
-            indexes = []
-            for i, x in enumerate(in_nodes):
-                if x.requires_grad and (
-                    relevant is None or x in targets or x.creator_node in relevant  # type: ignore[operator]
-                ):
-                    indexes.append(i)
-            if not indexes:
-                continue
-            indexes = tuple(indexes)
+            indexes = _indexes(in_nodes, targets, relevant)
+        if not indexes:
+            continue
         if double or hooks or func._local_hooks or func.backward_receives_variables:
             gxs = _call_backward(func, in_nodes, indexes, gys, double)
         else:
-            gxs = func.backward(indexes, tuple(gys))
+            gxs = func.backward(indexes, gys)
         del gys
         if clear_buffer:
             _free(func, keep)
@@ -345,18 +329,18 @@ def _run(
                 gx = _follow_data(x, gx)
             if gx.shape != x.shape:  # a graph's nodes have a shape: never None here
                 gx = _sum_to(gx, x.shape, func, i)  # type: ignore[arg-type]
-            if gx.dtype != x.dtype:
+            dtype = gx.dtype
+            if dtype is not x.dtype and dtype != x.dtype:
                 gx = _cast(gx, x.dtype)
             prev = grads.get(x)
-            grads[x] = gx if prev is None else prev + gx
+            if prev is not None:
+                grads[x] = prev + gx
+                continue
+            grads[x] = gx
             creator = x.creator_node
-            if (
-                creator is not None
-                and creator not in pushed
-                and (relevant is None or creator in relevant)
-            ):
-                pushed.add(creator)
-                heappush(heap, (-creator.rank, len(pushed), creator))
+            if creator is not None and (relevant is None or creator in relevant):
+                queued += 1
+                heappush(heap, (-creator.rank, queued, creator))
         del gxs
     if targets is not None:
         for node, g in grads.items():
@@ -366,7 +350,27 @@ def _run(
     return grads
 
 
+def _indexes(
+    in_nodes: tuple[VariableNode, ...],
+    targets: set[VariableNode] | None,
+    relevant: set[FunctionNode] | None,
+) -> tuple[int, ...]:
+    """The indexes of the inputs that need a gradient (on the way to ``targets``)."""
+    if relevant is None:
+        if len(in_nodes) == 2:  # the common case, without building a tuple
+            return _PAIRS[in_nodes[0].requires_grad, in_nodes[1].requires_grad]
+        return tuple([i for i, x in enumerate(in_nodes) if x.requires_grad])
+    return tuple(
+        [
+            i
+            for i, x in enumerate(in_nodes)
+            if x.requires_grad and (x in targets or x.creator_node in relevant)  # type: ignore[operator]
+        ]
+    )
+
+
 _FIRST = (0,)
+_PAIRS = {(True, True): (0, 1), (True, False): (0,), (False, True): (1,), (False, False): ()}
 
 
 def _call_backward(
@@ -383,7 +387,7 @@ def _call_backward(
         func._variables_in_backward = True
         if not double:
             gys = [None if g is None else Variable._new(g, False) for g in gys]
-    hooks = func._all_hooks() if (FUNCTION_HOOKS.get() or func._local_hooks) else ()
+    hooks = func._all_hooks() if (MODE.get().function_hooks or func._local_hooks) else ()
     for hook in hooks:
         hook.backward_preprocess(func, in_nodes, gys)
     try:

@@ -2,84 +2,20 @@
 
 from __future__ import annotations
 
-import os
 import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agnograd import _backend, _versions
 from agnograd._abstract import Abstract, DataDependentError
 from agnograd._backend import _namespaces
-from agnograd._config import AUTO_FORWARD, ENABLE_BACKPROP, FUNCTION_HOOKS
+from agnograd._config import MODE
 from agnograd._variable import Variable, VariableNode, _empty_variable, _new_variable
 
 _weakref = weakref.ref
 
 
-def _import_speedups() -> Any:
-    """agnograd's C extension (``agnograd/_speedups.c``); ``None`` where it was not
-    built or ``AGNOGRAD_PURE_PYTHON`` is set to a non-empty value."""
-    if os.environ.get("AGNOGRAD_PURE_PYTHON"):
-        return None
-    try:
-        from agnograd import _speedups  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return _speedups
-
-
-speedups = _import_speedups()
-
-
-class _NodeState:
-    """What every function node keeps, with its defaults, in slots.
-
-    Where the C extension is built, FunctionNode derives from its ``NodeBase``
-    instead, which holds the same attributes, with the same defaults, in C fields.
-    Neither has an instance dict (a subclass that declares no ``__slots__`` gets one).
-    """
-
-    __slots__ = (
-        "__weakref__",
-        "_local_hooks",
-        "_saved_inputs",
-        "_saved_outputs",
-        "_saved_versions",
-        "_variables_in_backward",  # set by the engine during double backprop
-        "inputs",
-        "outputs",
-        "rank",
-        "xp",
-    )
-    inputs: tuple[VariableNode, ...] | None
-    outputs: tuple[weakref.ref[VariableNode], ...] | None
-    rank: int
-    xp: Any
-    _saved_inputs: tuple[Any, ...] | None
-    _saved_outputs: tuple[Any, ...] | None
-    _saved_versions: tuple[tuple[int, ...], tuple[int, ...]] | None
-    _local_hooks: dict[str, Any] | None
-    _variables_in_backward: bool
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        if (args or kwargs) and cls.__init__ is object.__init__:
-            raise TypeError(f"{cls.__name__}() takes no arguments")
-        self = object.__new__(cls)
-        self.inputs = self.outputs = self.xp = None
-        self.rank = 0
-        self._saved_inputs = self._saved_outputs = self._saved_versions = None
-        self._local_hooks = None
-        self._variables_in_backward = False
-        return self
-
-
-if TYPE_CHECKING:
-    _Base = _NodeState
-else:
-    _Base = _NodeState if speedups is None else speedups.NodeBase
-
-
-class FunctionNode(_Base):
+class FunctionNode:
     """One operation of the graph: a forward on raw arrays and a backward rule.
 
     Subclasses implement :meth:`forward` once against the array API (``self.xp`` is
@@ -108,10 +44,17 @@ class FunctionNode(_Base):
     array([ 3., 12.])
     """
 
-    # No instance dict (a subclass that declares no __slots__ gets one); NodeBase,
-    # unlike _NodeState, leaves weak references to its subclasses.
-    __slots__ = ("__weakref__",) if speedups is not None else ()
-
+    # What a node keeps. The class holds the defaults, so that making a node costs no
+    # Python-level __init__ or __new__; apply sets the values of the nodes it links.
+    inputs: tuple[VariableNode, ...] | None = None
+    outputs: tuple[weakref.ref[VariableNode], ...] | None = None
+    rank: int = 0
+    xp: Any = None
+    _saved_inputs: tuple[Any, ...] | None = None
+    _saved_outputs: tuple[Any, ...] | None = None
+    _saved_versions: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    _local_hooks: dict[str, Any] | None = None
+    _variables_in_backward = False  # set by the engine while backward takes Variables
     _retain_in: tuple[int, ...] = ()
     _retain_out: tuple[int, ...] = ()
 
@@ -153,13 +96,14 @@ class FunctionNode(_Base):
         and some input requires a gradient; the node's rank is the largest input
         rank and each output's rank is one more.
         """
-        if not AUTO_FORWARD.get():
-            return self._apply_deferred(inputs)
-        # This is the hot path of every operation: loops are written out (no
-        # comprehensions, which cost a frame each) and objects are built inline.
-        # (Declarations only: one input gives tuples at once, several build lists.)
-        nodes: tuple[VariableNode, ...] | list[VariableNode]
-        arrays: tuple[Any, ...] | list[Any]
+        hooks: Any  # this thread's mapping of hooks, then the list of all that apply
+        enable_backprop, auto_forward, hooks = MODE.get()
+        if not auto_forward:
+            return self._apply_deferred(inputs, enable_backprop)
+        # The hot path of every operation: one input gives tuples at once, several
+        # are gathered in one loop (no comprehensions: each costs a frame).
+        nodes: Any
+        arrays: Any
         if len(inputs) == 1:
             x = inputs[0]
             if not isinstance(x, Variable):
@@ -195,7 +139,6 @@ class FunctionNode(_Base):
                     raise _mixed_backends(self, xp, other)
             arrays = tuple(arrays)
         self.xp = xp
-        hooks: Any = FUNCTION_HOOKS.get()  # the global mapping, or the list of all hooks
         if hooks or self._local_hooks:
             hooks = self._all_hooks()
             for hook in hooks:
@@ -209,31 +152,33 @@ class FunctionNode(_Base):
             for hook in hooks:
                 hook.forward_postprocess(self, arrays)
 
-        results = []
-        if not self.differentiable:
-            requires_grad = False
-        if not (requires_grad and ENABLE_BACKPROP.get()):
-            for y in outputs:
-                results.append(_new_variable(y, requires_grad, None, 0))
-            return tuple(results)
-
+        if not (requires_grad and enable_backprop and self.differentiable):
+            return tuple([_new_variable(y, False, None, 0) for y in outputs])
         self.rank = rank
-        self.inputs = tuple(nodes)
-        refs = []
-        for y in outputs:
-            var = _new_variable(y, True, self, rank + 1)
-            results.append(var)
-            refs.append(_weakref(var._node))
-        self.outputs = tuple(refs)
+        self.inputs = nodes if nodes.__class__ is tuple else tuple(nodes)
+        rank += 1
+        if len(outputs) == 1:
+            var = _new_variable(outputs[0], True, self, rank)
+            self.outputs = (_weakref(var._node),)
+            results: Any = (var,)
+        else:
+            results = []
+            refs = []
+            for y in outputs:
+                var = _new_variable(y, True, self, rank)
+                results.append(var)
+                refs.append(_weakref(var._node))
+            self.outputs = tuple(refs)
+            results = tuple(results)
         if self._retain_in:
-            self._saved_inputs = tuple([arrays[i] for i in self._retain_in])
+            self._saved_inputs = _pick(arrays, self._retain_in)
         if self._retain_out:
-            self._saved_outputs = tuple([outputs[i] for i in self._retain_out])
+            self._saved_outputs = _pick(outputs, self._retain_out)
         if _versions.versions:  # some array was written in place: remember versions
             _record_versions(self)
-        return tuple(results)
+        return results  # type: ignore[no-any-return]
 
-    def _apply_deferred(self, inputs: Sequence[Any]) -> tuple[Variable, ...]:
+    def _apply_deferred(self, inputs: Sequence[Any], enable_backprop: bool) -> tuple[Variable, ...]:
         """Define-then-run: link the graph now, infer output shapes, compute later."""
         nodes = []
         xp = None
@@ -264,7 +209,7 @@ class FunctionNode(_Base):
                 f"{self.label}: define-then-run cannot infer its output shape ({error}); "
                 f"compute it eagerly (auto_forward(True)) or override {type(self).__name__}.infer"
             ) from None
-        requires_grad = requires_grad and self.differentiable and ENABLE_BACKPROP.get()
+        requires_grad = requires_grad and self.differentiable and enable_backprop
         self.rank = rank
         self.inputs = tuple(nodes)
         results = tuple(
@@ -289,22 +234,15 @@ class FunctionNode(_Base):
         return tuple((tuple(y.shape), y.dtype) for y in outputs)
 
     def retain_inputs(self, indexes: Sequence[int]) -> None:
-        """Keep the input arrays at ``indexes`` for backward (call inside forward)."""
-        self._retain("_retain_in", indexes, "retain_inputs")
+        """Keep the input arrays at ``indexes`` for backward (call inside forward).
+
+        A class that always keeps the same inputs may declare ``_retain_in`` instead.
+        """
+        self._retain_in = tuple(indexes)
 
     def retain_outputs(self, indexes: Sequence[int]) -> None:
         """Keep the output arrays at ``indexes`` for backward (call inside forward)."""
-        self._retain("_retain_out", indexes, "retain_outputs")
-
-    def _retain(self, name: str, indexes: Sequence[int], op: str) -> None:
-        try:
-            setattr(self, name, tuple(indexes))
-        except AttributeError:
-            raise AttributeError(
-                f"{op}: {self.label} has __slots__ and no instance dict to record what "
-                f"to keep; declare {name} = {tuple(indexes)} on the class instead, or "
-                "add '__dict__' to its __slots__"
-            ) from None
+        self._retain_out = tuple(indexes)
 
     def get_retained_inputs(self) -> tuple[Any, ...]:
         """The inputs kept by :meth:`retain_inputs`, in that order.
@@ -383,13 +321,23 @@ class FunctionNode(_Base):
         return self._local_hooks
 
     def _all_hooks(self) -> list[Any]:
-        hooks = list(FUNCTION_HOOKS.get().values())
+        hooks = list(MODE.get().function_hooks.values())
         if self._local_hooks:
             hooks.extend(self._local_hooks.values())
         return hooks
 
     def __repr__(self) -> str:
         return f"<{self.label} rank={self.rank}>"
+
+
+_IN_ORDER = {n: tuple(range(n)) for n in range(1, 9)}
+
+
+def _pick(values: Any, indexes: tuple[int, ...]) -> tuple[Any, ...]:
+    """``values`` at ``indexes``, as a tuple: ``values`` itself when that is all of them."""
+    if values.__class__ is tuple and indexes == _IN_ORDER.get(len(values)):
+        return values  # type: ignore[no-any-return]
+    return tuple([values[i] for i in indexes])
 
 
 def _variable_of(node: VariableNode, data: Any) -> Variable:
@@ -454,28 +402,3 @@ def _mixed_backends(func: FunctionNode, xp: Any, other: Any) -> TypeError:
         f"{_backend.backend_name(other)}; move them to one library first "
         "(agnograd.functions.copy or the library's from_dlpack)"
     )
-
-
-def _set_up_speedups() -> None:
-    """Hand the C paths what they use, and make the C apply ``FunctionNode.apply``."""
-    FunctionNode.apply = speedups.init(  # type: ignore[method-assign]
-        Variable,
-        VariableNode,
-        AUTO_FORWARD,
-        ENABLE_BACKPROP,
-        FUNCTION_HOOKS,
-        _namespaces,
-        _versions.versions,
-        apply_reference,
-        _backend.raw_namespace,
-        _as_constant,
-        _mixed_backends,
-        _forward_failed,
-        _record_versions,
-    )
-
-
-#: The Python ``FunctionNode.apply``, which the C one hands every uncommon case to.
-apply_reference = FunctionNode.apply
-if speedups is not None:
-    _set_up_speedups()

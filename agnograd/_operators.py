@@ -11,7 +11,6 @@ from typing import Any
 from agnograd import functions as F
 from agnograd._backend import is_array
 from agnograd._config import no_backprop_mode
-from agnograd._function import speedups
 from agnograd._inplace import inplace, setitem
 from agnograd._variable import Variable
 from agnograd.functions import _elementwise as E
@@ -85,9 +84,8 @@ def _scalar(convert: Any) -> Any:
     return method
 
 
-#: The operators of Variable that call a node directly (`x * 2` is the hottest path
-#: of all); the C extension replaces them with its own, and these stay the reference.
-PYTHON_OPERATORS = {
+#: The operators of Variable that call a node directly (`x * 2` is the hottest path).
+_ARITHMETIC = {
     "__add__": E._add,
     "__radd__": E._add,
     "__sub__": E._sub,
@@ -101,7 +99,7 @@ def install() -> None:
     # Any: the methods are set on the class at runtime (Variable declares them for
     # type checkers), which mypy would otherwise refuse as assignments to methods.
     cls: Any = Variable
-    for name, method in PYTHON_OPERATORS.items():
+    for name, method in _ARITHMETIC.items():
         setattr(cls, name, method)
     cls.__rsub__ = lambda self, other: F.subtract(other, self)
     cls.__rtruediv__ = lambda self, other: F.divide(other, self)
@@ -152,13 +150,6 @@ def install() -> None:
         setattr(cls, f"__i{op}__", inplace(method, f"__i{op}__"))
     cls.__dlpack__ = _dlpack
     cls.__dlpack_device__ = lambda self: self._data.__dlpack_device__()
-    if speedups is not None:
-        # The same operators in C (the in-place ones above keep the Python ones).
-        speedups.install_operators(
-            cls,
-            {name: (fn.node, fn.scalar_node, fn.negate) for name, fn in PYTHON_OPERATORS.items()},
-            E.WithScalar.__init__,
-        )
 
 
 def _dlpack(

@@ -874,7 +874,8 @@ def _new_variable(data: Any, requires_grad: bool, creator: Any, rank: int) -> Va
     node.name = None
     node.requires_grad = requires_grad
     node.rank = rank
-    node.shape = data.shape if data.shape.__class__ is tuple else tuple(data.shape)
+    shape = data.shape
+    node.shape = shape if shape.__class__ is tuple else tuple(shape)
     node.dtype = data.dtype
     node.persistent = False
     var._node = node

@@ -2,14 +2,13 @@
 
 Forward and backward of the chain, in microseconds per op, for agnograd on NumPy
 arrays, hand-written NumPy (forward storing intermediates, backward by hand),
-torch.autograd on float64 CPU tensors, agnograd on torch tensors, agnograd with
-its C fast paths switched off (``agnograd-python``, when they are built), and HIPS
+torch.autograd on float64 CPU tensors, agnograd on torch tensors, and HIPS
 autograd and mygrad when they are installed. The arrays are so small that the
 time is almost all Python overhead: graph recording, dispatch and the backward
 loop.
 
-Targets (issue 2): agnograd-numpy at most 0.5x torch.autograd and at most 3x the
-hand-written NumPy.
+Targets (issue 14, pure Python): agnograd-numpy at most 0.5x torch.autograd and at
+most 3x the hand-written NumPy.
 
 Run ``python benchmarks/bench_overhead.py [--rounds N] [--quick] [--profile]``.
 """
@@ -32,8 +31,6 @@ import numpy as np
 
 import agnograd
 import agnograd.functions as F
-from agnograd import _function
-from agnograd._reference import python_reference
 
 SIZE = 8
 BLOCK = 8  # ops per block of the chain (see chain)
@@ -133,25 +130,6 @@ def agnograd_step(x: Any, w: Any, seed: Any, blocks: int) -> Callable[[], Any]:
     return step
 
 
-def python_reference_step(
-    x: np.ndarray, w: np.ndarray, seed: np.ndarray, blocks: int
-) -> Callable[[], Any]:
-    """agnograd-numpy with its C code switched off: the Python reference alone.
-
-    What agnograd costs where its extension was not built (or with
-    ``AGNOGRAD_PURE_PYTHON=1``), measured in the same rounds as the rest. Each step
-    includes switching the C code off and back on (about 13 µs, under 1.5 % of a
-    200-op step).
-    """
-    inner = agnograd_step(x, w, seed, blocks)
-
-    def step() -> tuple[Any, Any]:
-        with python_reference():
-            return inner()
-
-    return step
-
-
 def torch_step(torch: Any, x: Any, w: Any, seed: Any, blocks: int) -> Callable[[], Any]:
     xt = torch.tensor(x, requires_grad=True)
     wt = torch.tensor(w, requires_grad=True)
@@ -207,8 +185,6 @@ def contestants(ops: int, skip: set[str], split: bool) -> tuple[dict[str, Callab
         "hand-numpy": hand_numpy(x, w, seed, blocks),
         "agnograd-numpy": agnograd_step(x, w, seed, blocks),
     }
-    if _function.speedups is not None:
-        steps["agnograd-python"] = python_reference_step(x, w, seed, blocks)
     torch = _harness.torch_single_thread()
     if torch is not None:
         steps["torch.autograd"] = torch_step(torch, x, w, seed, blocks)
@@ -267,8 +243,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ("agnograd-numpy", "hand-numpy", TARGETS["hand"]),
             ("agnograd-numpy", "torch.autograd", TARGETS["torch"]),
             ("torch.autograd", "hand-numpy", None),
-            ("agnograd-python", "hand-numpy", None),
-            ("agnograd-numpy", "agnograd-python", None),
             ("agnograd-torch", "torch.autograd", None),
             ("autograd", "hand-numpy", None),
             ("mygrad", "hand-numpy", None),

@@ -75,43 +75,38 @@ class Unary(FunctionNode):
     """An elementwise function of one array whose rule is ``rule(xp, x, y, gy)``.
 
     The rule reads the input ``x`` and/or the output ``y``; what it does not read is
-    passed as ``None`` and never kept alive by the graph.
+    passed as ``None`` and never kept alive by the graph. A subclass names the
+    standard function ``fn`` (or gives ``compute(xp, x)``), ``rule``, and what to
+    keep (``_retain_in``/``_retain_out``).
     """
 
-    __slots__ = ()
     fn: str
     rule: Rule
     compute: Callable[[Any, Any], Any] | None = None
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        # What to keep is declared by the class (_retain_in / _retain_out), and so
-        # are fn, compute and rule: they are read from the class.
-        cls = type(self)
-        if cls.compute is not None:
-            return (cls.compute(self.xp, inputs[0]),)  # type: ignore[misc]
-        return (getattr(self.xp, cls.fn)(inputs[0]),)
+        compute = self.compute
+        if compute is None:
+            return (getattr(self.xp, self.fn)(inputs[0]),)
+        return (compute(self.xp, inputs[0]),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        (gy,) = grad_outputs
-        keeps_x, keeps_y = self._retain_in, self._retain_out
-        saved_x, saved_y = self._saved_inputs, self._saved_outputs
-        if (
-            self._variables_in_backward
-            or _versions.versions
-            or (keeps_x and saved_x is None)
-            or (keeps_y and saved_y is None)
-        ):
-            # Double backprop, arrays written in place, or arrays already freed: the
-            # accessors deal with each. Otherwise (the hot path of every unary
-            # function) the saved raw arrays and the forward's namespace are the ones.
-            saved_x = self.get_retained_inputs() if keeps_x else None
-            saved_y = self.get_retained_outputs() if keeps_y else None
+        gy = grad_outputs[0]
+        x = y = None
+        if self._variables_in_backward or _versions.versions:
+            # Double backprop or arrays written in place: the accessors deal with both.
             xp = namespace_of(gy)
-        else:
+            if self._retain_in:
+                (x,) = self.get_retained_inputs()
+            if self._retain_out:
+                (y,) = self.get_retained_outputs()
+        else:  # the raw arrays saved by the forward, and its namespace
             xp = self.xp
-        x = saved_x[0] if keeps_x else None  # type: ignore[index]
-        y = saved_y[0] if keeps_y else None  # type: ignore[index]
-        return (type(self).rule(xp, x, y, gy),)
+            if self._retain_in:
+                (x,) = self._saved_inputs or self.get_retained_inputs()  # freed: it raises
+            if self._retain_out:
+                (y,) = self._saved_outputs or self.get_retained_outputs()
+        return (self.rule(xp, x, y, gy),)
 
 
 def unary(
@@ -128,7 +123,6 @@ def unary(
     """
     cls_name = "".join(part.capitalize() for part in fn.split("_"))
     attrs = {
-        "__slots__": (),
         "fn": fn,
         "rule": staticmethod(rule),
         "_retain_in": (0,) if "x" in saves else (),

@@ -33,35 +33,32 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from agnograd._function import FunctionNode, speedups
+from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import ARRAY, Unary, nondifferentiable, unary
+from agnograd.functions._core import ARRAY, nondifferentiable, unary
 
 _SCALARS = (bool, int, float, complex)
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 
-_complex_dtypes: dict[tuple[type, Any], bool] = {}
+# id(dtype) -> (dtype, is it complex): rules ask on every call. Keyed by identity,
+# which needs no hashing (NumPy hashes a dtype anew each time) and never compares
+# dtypes of two libraries (array_api_strict warns when compared with NumPy's).
+_complex_dtypes: dict[int, tuple[Any, bool]] = {}
 
 
 def _is_complex(a: Any) -> bool:
-    """Whether the array or Variable ``a`` has a complex dtype.
-
-    Cached per dtype: rules ask on every call, and real backprop should pay little.
-    """
+    """Whether the array or Variable ``a`` has a complex dtype."""
     dtype = a.dtype
-    # Keyed with the dtype's class too, so that dtypes of different libraries that hash
-    # alike are never compared (array_api_strict warns when compared with NumPy's).
-    key = (type(dtype), dtype)
-    try:
-        return _complex_dtypes[key]
-    except KeyError:
-        result = bool(namespace_of(a).isdtype(dtype, "complex floating"))
-        _complex_dtypes[key] = result
-        return result
-    except TypeError:  # an unhashable dtype object
-        return bool(namespace_of(a).isdtype(dtype, "complex floating"))
+    known = _complex_dtypes.get(id(dtype))
+    if known is not None and known[0] is dtype:
+        return known[1]
+    result = bool(namespace_of(a).isdtype(dtype, "complex floating"))
+    if len(_complex_dtypes) > 1024:  # dtype objects made per array: keep it bounded
+        _complex_dtypes.clear()
+    _complex_dtypes[id(dtype)] = (dtype, result)
+    return result
 
 
 def _c(xp: Any, a: Any) -> Any:
@@ -465,8 +462,6 @@ imag = unary(
 
 
 class Add(FunctionNode):
-    __slots__ = ()
-
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] + inputs[1],)
 
@@ -475,22 +470,15 @@ class Add(FunctionNode):
 
 
 class WithScalar(FunctionNode):
-    """The node of an operation between an array and the Python scalar ``value``.
-
-    ``value`` is a slot: no instance dict is made for it (a node per ``x * 2``).
-    """
+    """The node of an operation between an array and the Python scalar ``value``."""
 
     __slots__ = ("value",)
 
     def __init__(self, value: Any) -> None:
-        # Only this: the C operators make the nodes of classes that keep this
-        # __init__ by setting `value` themselves (_speedups.c, new_scalar_node).
         self.value = value
 
 
 class AddConstant(WithScalar):
-    __slots__ = ()
-
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] + self.value,)
 
@@ -499,8 +487,6 @@ class AddConstant(WithScalar):
 
 
 class Sub(FunctionNode):
-    __slots__ = ()
-
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] - inputs[1],)
 
@@ -520,7 +506,6 @@ class SubFromConstant(WithScalar):
 
 
 class Mul(FunctionNode):
-    __slots__ = ()
     _retain_in = (0, 1)
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -538,8 +523,6 @@ class Mul(FunctionNode):
 
 
 class MulConstant(WithScalar):
-    __slots__ = ()
-
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] * self.value,)
 
@@ -548,7 +531,6 @@ class MulConstant(WithScalar):
 
 
 class Div(FunctionNode):
-    __slots__ = ()
     _retain_in = (0, 1)
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -566,8 +548,6 @@ class Div(FunctionNode):
 
 class DivConstant(WithScalar):
     """``x / value``."""
-
-    __slots__ = ()
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] / self.value,)
@@ -677,33 +657,14 @@ def _binary(
     node: type[FunctionNode], scalar_node: Callable[[Any], FunctionNode], *, negate: bool = False
 ) -> Any:
     """The operator that applies ``node``, or ``scalar_node(x2)`` (``-x2`` with
-    ``negate``) when ``x2`` is a Python scalar. It keeps the three, from which the C
-    extension builds its own operator."""
+    ``negate``) when ``x2`` is a Python scalar."""
 
     def apply(x1: Any, x2: Any, /) -> Variable:
         if type(x2) in _SCALARS:
             return scalar_node(-x2 if negate else x2).apply((x1,))[0]
         return node().apply((x1, x2))[0]
 
-    apply.node, apply.scalar_node, apply.negate = node, scalar_node, negate  # type: ignore[attr-defined]
     return apply
-
-
-#: The classes whose forward and backward are C kernels when the extension is built
-#: (see _speedups.c), and their Python methods: the reference, which the kernels fall
-#: back to. Their instances have no dict (``__slots__ = ()``; FunctionNode has none
-#: with the extension), so that what they declare (``_retain_in``, ...) is read from
-#: the class.
-KERNEL_CLASSES = (Unary, Add, Sub, Mul, Div, AddConstant, MulConstant, DivConstant)
-PYTHON_METHODS = {cls: (cls.forward, cls.backward) for cls in KERNEL_CLASSES}
-PYTHON_CONJUGATE = _c
-if speedups is not None:
-    speedups.install_kernels(
-        {cls.__name__: cls for cls in KERNEL_CLASSES},
-        _is_complex,
-        FunctionNode.get_retained_inputs,
-    )
-    _c = speedups.conjugate_if_complex  # the Python _c above, in C
 
 
 # The operators of Variable call these directly (an array on the left, the hot path).
