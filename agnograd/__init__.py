@@ -10,9 +10,12 @@ Examples
 array([ 5.43656366, 22.1671683 ])
 """
 
+# The layers above the graph core fill in its extension points when imported.
 from agnograd import (
-    _operators,  # noqa: F401 - installs Variable's operators
-    _transfer,  # noqa: F401 - installs Variable.to_device, view, to_chx, ...
+    _define_then_run,  # noqa: F401 - running graphs defined with auto-forward off
+    _namespace,  # noqa: F401 - Variable.__array_namespace__
+    _operators,  # noqa: F401 - the functions behind Variable's operators
+    _transfer,  # noqa: F401 - Variable.to_device, view, to_chx, ...
     functions,
 )
 from agnograd._adapter import Adapter

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy
 
+from agnograd._backend import register_per_instance
+
 
 class DataDependentError(TypeError):
     """The result's shape or value depends on data that does not exist yet."""
@@ -667,3 +669,6 @@ def _reduction_dtype(xp: Any, name: str, dtype: Any, requested: Any) -> Any:
     if name == "mean":
         return _floating(xp, dtype)
     return dtype
+
+
+register_per_instance(Abstract)

@@ -11,18 +11,40 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import importlib.util
-import weakref
 from typing import Any
 
 import array_api_compat
-
-from agnograd._abstract import Abstract
 
 _SCALARS = (bool, int, float, complex)
 
 # type(array) -> raw array API namespace; filled on first sight of each type so the
 # hot path is one dict lookup instead of array_api_compat's scan.
 _namespaces: dict[type, Any] = {}
+
+# Array types whose namespace depends on the instance (define-then-run's abstract
+# arrays, registered by agnograd._abstract): asked every time, never cached.
+_per_instance: set[type] = set()
+
+
+def register_per_instance(cls: type) -> None:
+    """Mark ``cls`` as an array type whose instances each name their namespace
+    (``__array_namespace__()``), their library's namespace (``xp``) and device
+    (``device``)."""
+    _per_instance.add(cls)
+
+
+def dtype_name(dtype: Any) -> str:
+    """Short dtype name without the library prefix (``float32``, not ``torch.float32``)."""
+    return str(dtype).rsplit(".", 1)[-1]
+
+
+def label(shape: tuple[int, ...] | None, dtype: Any) -> str:
+    """Shape and dtype as short text, for messages: ``'(2, 5), float32'``."""
+    if shape is None:
+        return "None"
+    if shape == ():
+        return dtype_name(dtype)
+    return f"({', '.join(map(str, shape))}), {dtype_name(dtype)}"
 
 
 def raw_namespace(array: Any) -> Any:
@@ -49,7 +71,7 @@ def raw_namespace(array: Any) -> Any:
             f"expected an array of an array API library, got {type(array).__name__} "
             f"{array!r}; wrap Python values with xp.asarray(...) first"
         )
-    if isinstance(array, Abstract):
+    if type(array) in _per_instance:
         return array.__array_namespace__()  # depends on the instance: never cached
     if not is_array(array):
         raise TypeError(
@@ -81,6 +103,11 @@ _wrappers: set[type] = set()
 def register_wrapper(cls: type) -> None:
     """Mark ``cls`` as a wrapper of arrays, so it is never taken for a raw array."""
     _wrappers.add(cls)
+
+
+def is_wrapper(obj: Any) -> bool:
+    """Whether ``obj`` wraps an array (a Variable): its ``array`` is the raw one."""
+    return any(isinstance(obj, w) for w in _wrappers)
 
 
 def is_array(obj: Any) -> bool:
@@ -190,11 +217,6 @@ def adapter_for(array: Any) -> Any:
     owner = next((a for a in reversed(_adapters()) if a.owns(cls)), None)
     _adapter_cache[cls] = owner
     return owner
-
-
-# Leaves whose data moved (Variable.to_device, to_chx, ...) after a graph may have
-# saved their old arrays: the engine brings their gradients to where the data is now.
-moved_leaves: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def scatter_add_flat(dst: Any, positions: Any, values: Any) -> Any:

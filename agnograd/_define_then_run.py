@@ -9,17 +9,17 @@ results exist even when no Python Variable refers to them.
 
 from __future__ import annotations
 
-import math
+import sys
 import weakref
-from collections.abc import Callable, Iterable, Sequence
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, Self
+from collections.abc import Sequence
+from typing import Any
 
+from agnograd import _extension
+from agnograd._abstract import Abstract, DataDependentError
 from agnograd._backend import raw_namespace
-
-if TYPE_CHECKING:
-    from agnograd._function import FunctionNode
-    from agnograd._variable import Variable, VariableNode
+from agnograd._function import FunctionNode, as_constant, mixed_backends
+from agnograd._graph import functions_of
+from agnograd._variable import Variable, VariableNode, _empty_variable, clear_node_data
 
 # node -> Variables made by `unlinked()` that share its buffer: forward updates them.
 _unlinked: weakref.WeakKeyDictionary[VariableNode, weakref.WeakSet[Variable]] = (
@@ -29,34 +29,6 @@ _unlinked: weakref.WeakKeyDictionary[VariableNode, weakref.WeakSet[Variable]] = 
 _unlinked_source: weakref.WeakKeyDictionary[VariableNode, VariableNode] = (
     weakref.WeakKeyDictionary()
 )
-
-
-def functions_of(outputs: Iterable[VariableNode]) -> list[FunctionNode]:
-    """Every function node behind ``outputs``, in a topological (forward) order.
-
-    The order is a depth-first post-order from the outputs, so it is stable: the
-    same graph always gives the same order, inputs visited left to right.
-    """
-    order: list[FunctionNode] = []
-    seen: set[FunctionNode] = set()
-    for out in outputs:
-        root = out.creator_node
-        if root is None or root in seen:
-            continue
-        seen.add(root)
-        stack: list[tuple[FunctionNode, int]] = [(root, 0)]
-        while stack:
-            func, i = stack.pop()
-            inputs = func.inputs or ()
-            if i < len(inputs):
-                stack.append((func, i + 1))
-                creator = inputs[i].creator_node
-                if creator is not None and creator not in seen:
-                    seen.add(creator)
-                    stack.append((creator, 0))
-            else:
-                order.append(func)
-    return order
 
 
 def set_node_data(node: VariableNode, data: Any) -> None:
@@ -75,11 +47,62 @@ def set_node_data(node: VariableNode, data: Any) -> None:
             other._node.shape, other._node.dtype = node.shape, node.dtype
 
 
-def clear_node_data(node: VariableNode) -> None:
-    node._data = None
-    var = node._variable()
-    if var is not None:
-        var._data = None
+def apply_deferred(
+    func: FunctionNode, inputs: Sequence[Any], enable_backprop: bool
+) -> tuple[Variable, ...]:
+    """Define-then-run: link the graph now, infer output shapes, compute later."""
+    nodes = []
+    xp = None
+    requires_grad = False
+    rank = 0
+    for x in inputs:
+        if not isinstance(x, Variable):
+            x = as_constant(x)
+        node = x._node
+        if node.creator_node is None and node._data is None and x._data is not None:
+            # The graph runs later: it must hold its leaves' arrays itfunc.
+            node._data = x._data
+        nodes.append(node)
+        requires_grad = requires_grad or node.requires_grad
+        rank = max(rank, node.rank)
+        other = namespace_of_node(node)
+        if xp is None:
+            xp = other
+        elif other is not xp:
+            raise mixed_backends(func, xp, other)
+    func.xp = xp
+    # Every node has a shape here: a leaf has data, the others were inferred.
+    specs = tuple(Abstract(n.shape, n.dtype, xp) for n in nodes)  # type: ignore[arg-type]
+    try:
+        outputs = func.infer(specs)
+    except DataDependentError as error:
+        raise TypeError(
+            f"{func.label}: define-then-run cannot infer its output shape ({error}); "
+            f"compute it eagerly (auto_forward(True)) or override {type(func).__name__}.infer"
+        ) from None
+    requires_grad = requires_grad and func.differentiable and enable_backprop
+    func.rank = rank
+    func.inputs = tuple(nodes)
+    results = tuple(
+        _empty_variable(shape, dtype, requires_grad, func, rank + 1) for shape, dtype in outputs
+    )
+    func.outputs = tuple(weakref.ref(r._node) for r in results)
+    return results
+
+
+def namespace_of_node(node: VariableNode) -> Any:
+    data = node.data
+    if data is not None:
+        return raw_namespace(data)
+    if node.creator_node is not None:
+        return node.creator_node.xp
+    source = _unlinked_source.get(node)
+    if source is not None:
+        return namespace_of_node(source)
+    raise RuntimeError(
+        f"{node!r} has neither data nor a creator, so its library is unknown; give the "
+        "Variable data (or create it with Variable(shape=..., device=...))"
+    )
 
 
 def forward_all(
@@ -156,300 +179,15 @@ def forward_all(
                     clear_node_data(node)
 
 
-class DefineThenRun:
-    """nnabla's ``Variable`` interface, mixed into :class:`agnograd.Variable`."""
-
-    __slots__ = ()
-
-    _data: Any
-    _node: VariableNode
-    if TYPE_CHECKING:  # Variable's properties, which the methods below use
-        array: Any
-        grad: Any
-
-    @classmethod
-    def from_numpy_array(cls, data: Any, grad: Any = None, need_grad: bool | None = None) -> Self:
-        """A new Variable holding a copy of ``data`` (and of ``grad``), nnabla's API.
-
-        Examples
-        --------
-        >>> import numpy as np, agnograd
-        >>> a = np.ones(2)
-        >>> v = agnograd.Variable.from_numpy_array(a)
-        >>> v.d is a, v.need_grad
-        (False, False)
-        """
-        return cls.from_array(data, grad, need_grad)
-
-    @classmethod
-    def from_array(cls, data: Any, grad: Any = None, need_grad: bool | None = None) -> Self:
-        """Like :meth:`from_numpy_array`, for an array of any array API library.
-
-        Examples
-        --------
-        >>> import array_api_strict as xp, agnograd
-        >>> agnograd.Variable.from_array(xp.ones(2), need_grad=True).need_grad
-        True
-        """
-        xp = raw_namespace(data)
-        copied_grad = None if grad is None else xp.asarray(grad, copy=True)
-        return cls(  # type: ignore[call-arg]
-            xp.asarray(data, copy=True), grad=copied_grad, requires_grad=bool(need_grad)
-        )
-
-    # -- nnabla's names for data and gradient
-
-    @property
-    def d(self) -> Any:
-        """The data array; assign an array of the Variable's shape (or a scalar) to feed it.
-
-        Examples
-        --------
-        >>> import numpy as np, agnograd
-        >>> x = agnograd.Variable(shape=(2,))
-        >>> x.d = 3
-        >>> x.d
-        array([3., 3.], dtype=float32)
-        """
-        return self._data
-
-    @d.setter
-    def d(self, value: Any) -> None:
-        self.array = self._fitted(value, "d")
-
-    @property
-    def g(self) -> Any:
-        """The gradient array (zeros if none yet); assign an array or a scalar.
-
-        Examples
-        --------
-        >>> import numpy as np, agnograd
-        >>> x = agnograd.Variable(np.ones(2))
-        >>> x.g = 0
-        >>> x.g
-        array([0., 0.])
-        """
-        if self.grad is None and self._data is not None:
-            self.grad = raw_namespace(self._data).zeros_like(self._data)
-        return self.grad
-
-    @g.setter
-    def g(self, value: Any) -> None:
-        self.grad = self._fitted(value, "g")
-
-    def _fitted(self, value: Any, what: str) -> Any:
-        node = self._node
-        if type(value) in (bool, int, float, complex):
-            if self._data is not None:
-                xp = raw_namespace(self._data)
-                return xp.full(node.shape, value, dtype=node.dtype, device=_device(self._data))
-            raise RuntimeError(f"Variable.{what}: no array to fill with {value!r} yet")
-        if node.shape is not None and self._data is None and tuple(value.shape) != node.shape:
-            raise ValueError(
-                f"Variable.{what}: the array has shape {tuple(value.shape)} but the Variable "
-                f"was declared with shape {node.shape}; use reset_shape() to change it"
-            )
-        return value
-
-    @property
-    def need_grad(self) -> bool:
-        """nnabla's name for :attr:`requires_grad`."""
-        return self._node.requires_grad
-
-    @need_grad.setter
-    def need_grad(self, value: bool) -> None:
-        self._node.requires_grad = bool(value)
-
-    @property
-    def parent(self) -> FunctionNode | None:
-        """The function that creates this Variable (nnabla's name for ``creator_node``)."""
-        return self._node.creator_node
-
-    @parent.setter
-    def parent(self, func: FunctionNode | None) -> None:
-        self._node.set_creator_node(func)
-
-    @property
-    def persistent(self) -> bool:
-        """Whether ``clear_buffer`` options keep this Variable's data."""
-        return self._node.persistent
-
-    @persistent.setter
-    def persistent(self, value: bool) -> None:
-        self._node.persistent = bool(value)
-
-    # -- running the graph
-
-    def forward(self, clear_buffer: bool = False, clear_no_need_grad: bool = False) -> None:
-        """Recompute this Variable from the current data of the graph's inputs.
-
-        Examples
-        --------
-        >>> import numpy as np, agnograd
-        >>> x = agnograd.Variable(np.array([1.0]))
-        >>> y = x * 2
-        >>> x.d = np.array([5.0]); y.forward(); y.d
-        array([10.])
-        """
-        forward_all([self], clear_buffer=clear_buffer, clear_no_need_grad=clear_no_need_grad)  # type: ignore[list-item]
-
-    def reset_shape(self, shape: Sequence[int], force: bool = False) -> None:
-        """Change the declared shape in place (nnabla); data of another size needs ``force``.
-
-        Examples
-        --------
-        >>> import agnograd
-        >>> x = agnograd.Variable(shape=(2, 3))
-        >>> x.reset_shape((3, 2)); x.shape
-        (3, 2)
-        >>> x.reset_shape((4,), force=True); x.d.shape
-        (4,)
-        """
-        shape = tuple(shape)
-        node, data = self._node, self._data
-        if data is not None:
-            xp = raw_namespace(data)
-            if math.prod(shape) == math.prod(data.shape):
-                self.array = xp.reshape(data, shape)
-            elif force:
-                self.array = xp.zeros(shape, dtype=data.dtype, device=_device(data))
-            else:
-                raise ValueError(
-                    f"reset_shape: {tuple(data.shape)} has {math.prod(data.shape)} elements, "
-                    f"{shape} has {math.prod(shape)}; pass force=True to reallocate"
-                )
-        node.shape = shape
-
-    def rewire_on(self, var: Variable) -> None:
-        """Put this Variable's successor graph on top of ``var``'s creator (nnabla).
-
-        This Variable takes ``var``'s data and creator, and ``var`` loses its creator,
-        so ``var -> A`` and ``B -> var`` become ``B -> self -> A``.
-
-        Examples
-        --------
-        >>> import numpy as np, agnograd, agnograd.functions as F
-        >>> xa = agnograd.Variable(shape=(2,), need_grad=True)
-        >>> with agnograd.auto_forward(False):
-        ...     ya = F.sum(xa * 3)
-        ...     xb = agnograd.Variable(shape=(2,), need_grad=True)
-        ...     yb = F.exp(xb)
-        >>> xa.rewire_on(yb)
-        >>> xb.d = np.zeros(2, np.float32); ya.forward(); float(ya.d)
-        6.0
-        """
-        node, vnode = self._node, var._node
-        func = vnode.creator_node
-        if func is not None:
-            # Lower every rank upstream of `var` so that `func` ranks below this node;
-            # lowering a whole ancestor set never breaks the order of any other edge.
-            shift = func.rank - (node.rank - 1)
-            if shift > 0:
-                for f in functions_of([vnode]):
-                    f.rank -= shift
-                    for ref in f.outputs or ():
-                        out = ref()
-                        if out is not None:
-                            out.rank -= shift
-            func.outputs = tuple(
-                weakref.ref(node) if ref() is vnode else ref for ref in func.outputs or ()
-            )
-            node.creator_node = func
-            node.rank = func.rank + 1
-            vnode.creator_node = None
-        node.shape, node.dtype = vnode.shape, vnode.dtype
-        self._data = var._data
-        if node._data is not None or vnode._data is not None:
-            node._data = vnode.data
-
-    def unlinked(self, need_grad: bool | None = None) -> Variable:
-        """A Variable without creator that shares this one's data buffer (nnabla).
-
-        ``forward()`` of this Variable's graph updates the unlinked one as well.
-
-        Examples
-        --------
-        >>> import numpy as np, agnograd
-        >>> y = agnograd.Variable(np.ones(2)) * 2
-        >>> z = y.unlinked()
-        >>> z.parent is None, z.d is y.d
-        (True, True)
-        """
-        from agnograd._variable import _empty_variable
-
-        node = self._node
-        requires_grad = node.requires_grad if need_grad is None else bool(need_grad)
-        other = _empty_variable(node.shape, node.dtype, requires_grad, None, 0)
-        other._data = self._data
-        _unlinked.setdefault(node, weakref.WeakSet()).add(other)
-        _unlinked_source[other._node] = node
-        return other
-
-    get_unlinked_variable = unlinked
-
-    def visit(self, f: Callable[[FunctionNode], Any]) -> None:
-        """Call ``f`` on every function behind this Variable, in forward order.
-
-        Examples
-        --------
-        >>> import numpy as np, agnograd, agnograd.functions as F
-        >>> y = F.sum(F.exp(agnograd.Variable(np.ones(2))))
-        >>> names = []
-        >>> y.visit(lambda func: names.append(func.label)); names
-        ['Exp', 'Sum']
-        """
-        for func in functions_of([self._node]):
-            f(func)
-
-    def visit_check(self, f: Callable[[FunctionNode], Any]) -> bool:
-        """Like :meth:`visit`, but stop and return ``True`` once ``f`` returns true.
-
-        Examples
-        --------
-        >>> import numpy as np, agnograd, agnograd.functions as F
-        >>> y = F.sum(F.exp(agnograd.Variable(np.ones(2))))
-        >>> y.visit_check(lambda func: func.label == "Exp")
-        True
-        """
-        return any(f(func) for func in functions_of([self._node]))
-
-    def size_from_axis(self, axis: int = -1) -> int:
-        """Number of elements from ``axis`` on; ``-1`` (the default) means all of them.
-
-        Examples
-        --------
-        >>> import agnograd
-        >>> a = agnograd.Variable(shape=(10, 9))
-        >>> a.size_from_axis(), a.size_from_axis(1), a.size_from_axis(2)
-        (90, 9, 1)
-        """
-        shape = self._node.shape or ()
-        return math.prod(shape if axis == -1 else shape[axis:])
-
-    @property
-    def info(self) -> SimpleNamespace:
-        """A summary object: name, shape, dtype, need_grad, persistent, parent, rank.
-
-        Examples
-        --------
-        >>> import agnograd
-        >>> agnograd.Variable(shape=(2,), need_grad=True).info.need_grad
-        True
-        """
-        node = self._node
-        parent = node.creator_node
-        return SimpleNamespace(
-            name=node.name,
-            shape=node.shape,
-            dtype=node.dtype,
-            need_grad=node.requires_grad,
-            persistent=node.persistent,
-            parent=None if parent is None else parent.label,
-            rank=node.rank,
-        )
+def unlinked(var: Variable, need_grad: bool | None) -> Variable:
+    """``var.unlinked(need_grad)``: a Variable without creator sharing ``var``'s buffer."""
+    node = var._node
+    requires_grad = node.requires_grad if need_grad is None else bool(need_grad)
+    other = _empty_variable(node.shape, node.dtype, requires_grad, None, 0)
+    other._data = var._data
+    _unlinked.setdefault(node, weakref.WeakSet()).add(other)
+    _unlinked_source[other._node] = node
+    return other
 
 
-def _device(array: Any) -> Any:
-    import array_api_compat
-
-    return array_api_compat.device(array)
+_extension.define_then_run = sys.modules[__name__]

@@ -15,9 +15,9 @@ import warnings
 from contextlib import AbstractContextManager
 from typing import Any
 
-from agnograd._abstract import Abstract
+from agnograd import _backend
 from agnograd._adapter import DLPACK_ACCELERATORS, DLPACK_CPU, Adapter
-from agnograd._backend import adapter_for, adapter_named, installed_backends, is_array
+from agnograd._backend import adapter_for, adapter_named, dtype_name, installed_backends, is_array
 
 _EXAMPLES = "'@numpy', '@torch:cpu', '@torch:cuda:1', '@jax:cpu:1', '@cupy:0', '@dask'"
 
@@ -196,17 +196,13 @@ def get_device(spec: Any) -> Device:
         return spec
     if isinstance(spec, str):
         return _parse(spec)
-    from agnograd._variable import Variable
-
-    if isinstance(spec, Variable):
-        if spec._data is None:
+    if _backend.is_wrapper(spec):  # a Variable
+        if spec.array is None:
             raise ValueError("get_device: the Variable holds no data, so it has no device")
-        return device_of(spec._data)
-    if isinstance(spec, Abstract) or is_array(spec):
+        return device_of(spec.array)
+    if type(spec) in _backend._per_instance or is_array(spec):
         return device_of(spec)
-    from agnograd._backend import _adapters
-
-    for adapter in reversed(_adapters()):
+    for adapter in reversed(_backend._adapters()):
         if adapter.owns_device(spec):
             return _from_native(adapter, spec)
     raise ValueError(
@@ -220,8 +216,8 @@ def device_of(array: Any) -> Device:
     """The :class:`Device` of a raw array (no Variables)."""
     adapter = adapter_for(array)
     if adapter is None:
-        if isinstance(array, Abstract):
-            return _device_of_abstract(array)
+        if type(array) in _backend._per_instance:
+            return _device_of_per_instance(array)
         raise TypeError(
             f"no installed adapter owns {type(array).__module__}.{type(array).__qualname__} "
             f"arrays; installed backends: {', '.join(installed_backends())}"
@@ -288,11 +284,9 @@ def _from_native(adapter: Adapter, native: Any) -> Device:
     return device
 
 
-def _device_of_abstract(array: Abstract) -> Device:
+def _device_of_per_instance(array: Any) -> Device:
     # An abstract array (define-then-run) knows its namespace; its library is loaded.
-    from agnograd._backend import _adapters
-
-    for adapter in reversed(_adapters()):
+    for adapter in reversed(_backend._adapters()):
         if adapter.modules[0] in sys.modules and adapter.get_namespace() is array.xp:
             native = array.device if array.device is not None else adapter.get_default_device()
             return _from_native(adapter, native)
@@ -434,8 +428,6 @@ def view(array: Any, target: Any, *, allow_copy: bool = False) -> Any:
             return result
     if _size(array) == 0:
         return transfer(array, dst, copy=True)  # no memory to share: nothing is lost
-    from agnograd._variable import dtype_name
-
     what = (
         f"view: the {src.name} array ({tuple(array.shape)}, {dtype_name(array.dtype)}) on "
         f"{here} cannot be viewed as {dst.backend} on {dst} without a copy: {reason}"
@@ -490,8 +482,6 @@ def _dtype_name(dtype: Any) -> str:
     try:
         return _dtype_names[key]
     except KeyError:
-        from agnograd._variable import dtype_name
-
         name = _dtype_names[key] = dtype_name(dtype)
         return name
 

@@ -12,11 +12,11 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agnograd._backend import is_array, moved_leaves, raw_namespace
+from agnograd import _extension
+from agnograd._backend import is_array, raw_namespace
 from agnograd._config import MODE, using_config
-from agnograd._define_then_run import clear_node_data
 from agnograd._function import FunctionNode
-from agnograd._variable import Variable, VariableNode
+from agnograd._variable import Variable, VariableNode, clear_node_data
 
 
 def backward(
@@ -258,9 +258,6 @@ def _run(
     keep = {node for node, _ in seeds}
     collected: dict[VariableNode, Any] = {}
     hooks = MODE.get().function_hooks
-    # Leaves moved (to_device, to_chx) after a graph saved their arrays: their
-    # gradients must follow the data. Usually empty, so the check is skipped.
-    moved = moved_leaves if len(moved_leaves) else None
     heappush, heappop = heapq.heappush, heapq.heappop
 
     while heap:
@@ -325,7 +322,7 @@ def _run(
             elif gx.__class__ is Variable:
                 gx = gx._data
             x = in_nodes[i]
-            if moved is not None and x in moved:
+            if x.moved:  # a leaf moved since the graph used it (to_device, to_chx)
                 gx = _follow_data(x, gx)
             if gx.shape != x.shape:  # a graph's nodes have a shape: never None here
                 gx = _sum_to(gx, x.shape, func, i)  # type: ignore[arg-type]
@@ -405,9 +402,7 @@ def _follow_data(node: VariableNode, gx: Any) -> Any:
     var = node._variable()
     if var is None or var._data is None:
         return gx
-    from agnograd._transfer import follow_data
-
-    return follow_data(gx, var._data)
+    return _extension.transfer.follow_data(gx, var._data)
 
 
 def _free(func: FunctionNode, keep: set[VariableNode]) -> None:

@@ -6,11 +6,10 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from agnograd import _backend, _versions
-from agnograd._abstract import Abstract, DataDependentError
-from agnograd._backend import _namespaces
+from agnograd import _backend, _extension, _versions
+from agnograd._backend import _namespaces, label
 from agnograd._config import MODE
-from agnograd._variable import Variable, VariableNode, _empty_variable, _new_variable
+from agnograd._variable import Variable, VariableNode, _new_variable
 
 _weakref = weakref.ref
 
@@ -99,7 +98,7 @@ class FunctionNode:
         hooks: Any  # this thread's mapping of hooks, then the list of all that apply
         enable_backprop, auto_forward, hooks = MODE.get()
         if not auto_forward:
-            return self._apply_deferred(inputs, enable_backprop)
+            return _extension.define_then_run.apply_deferred(self, inputs, enable_backprop)  # type: ignore[no-any-return]
         # The hot path of every operation: one input gives tuples at once, several
         # are gathered in one loop (no comprehensions: each costs a frame).
         nodes: Any
@@ -107,7 +106,7 @@ class FunctionNode:
         if len(inputs) == 1:
             x = inputs[0]
             if not isinstance(x, Variable):
-                x = _as_constant(x)
+                x = as_constant(x)
             node = x._node
             data = x._data
             nodes = (node,)
@@ -123,7 +122,7 @@ class FunctionNode:
             xp = None
             for x in inputs:
                 if not isinstance(x, Variable):
-                    x = _as_constant(x)
+                    x = as_constant(x)
                 node = x._node
                 data = x._data
                 nodes.append(node)
@@ -136,7 +135,7 @@ class FunctionNode:
                 if xp is None:
                     xp = other
                 elif other is not xp:
-                    raise _mixed_backends(self, xp, other)
+                    raise mixed_backends(self, xp, other)
             arrays = tuple(arrays)
         self.xp = xp
         if hooks or self._local_hooks:
@@ -177,46 +176,6 @@ class FunctionNode:
         if _versions.versions:  # some array was written in place: remember versions
             _record_versions(self)
         return results  # type: ignore[no-any-return]
-
-    def _apply_deferred(self, inputs: Sequence[Any], enable_backprop: bool) -> tuple[Variable, ...]:
-        """Define-then-run: link the graph now, infer output shapes, compute later."""
-        nodes = []
-        xp = None
-        requires_grad = False
-        rank = 0
-        for x in inputs:
-            if not isinstance(x, Variable):
-                x = _as_constant(x)
-            node = x._node
-            if node.creator_node is None and node._data is None and x._data is not None:
-                # The graph runs later: it must hold its leaves' arrays itself.
-                node._data = x._data
-            nodes.append(node)
-            requires_grad = requires_grad or node.requires_grad
-            rank = max(rank, node.rank)
-            other = _namespace_of_node(node)
-            if xp is None:
-                xp = other
-            elif other is not xp:
-                raise _mixed_backends(self, xp, other)
-        self.xp = xp
-        # Every node has a shape here: a leaf has data, the others were inferred.
-        specs = tuple(Abstract(n.shape, n.dtype, xp) for n in nodes)  # type: ignore[arg-type]
-        try:
-            outputs = self.infer(specs)
-        except DataDependentError as error:
-            raise TypeError(
-                f"{self.label}: define-then-run cannot infer its output shape ({error}); "
-                f"compute it eagerly (auto_forward(True)) or override {type(self).__name__}.infer"
-            ) from None
-        requires_grad = requires_grad and self.differentiable and enable_backprop
-        self.rank = rank
-        self.inputs = tuple(nodes)
-        results = tuple(
-            _empty_variable(shape, dtype, requires_grad, self, rank + 1) for shape, dtype in outputs
-        )
-        self.outputs = tuple(_weakref(r._node) for r in results)
-        return results
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:
         """Output ``(shape, dtype)`` pairs for define-then-run, from abstract inputs.
@@ -347,23 +306,6 @@ def _variable_of(node: VariableNode, data: Any) -> Variable:
     return Variable._from_node(node, data)
 
 
-def _namespace_of_node(node: VariableNode) -> Any:
-    data = node.data
-    if data is not None:
-        return _backend.raw_namespace(data)
-    if node.creator_node is not None:
-        return node.creator_node.xp
-    from agnograd._define_then_run import _unlinked_source
-
-    source = _unlinked_source.get(node)
-    if source is not None:
-        return _namespace_of_node(source)
-    raise RuntimeError(
-        f"{node!r} has neither data nor a creator, so its library is unknown; give the "
-        "Variable data (or create it with Variable(shape=..., device=...))"
-    )
-
-
 def _freed_message(func: FunctionNode, what: str) -> str:
     return (
         f"{func.label}: no retained {what} -- call retain_{what}(...) inside forward, and "
@@ -371,7 +313,7 @@ def _freed_message(func: FunctionNode, what: str) -> str:
     )
 
 
-def _as_constant(x: Any) -> Variable:
+def as_constant(x: Any) -> Variable:
     if not _backend.is_array(x):
         raise TypeError(
             f"expected a Variable or an array of an array API library, got {type(x).__name__} {x!r}"
@@ -391,12 +333,10 @@ def _record_versions(func: FunctionNode) -> None:
 
 
 def _describe(arrays: tuple[Any, ...]) -> str:
-    from agnograd._variable import _label
-
-    return ", ".join(_label(tuple(a.shape), a.dtype) for a in arrays)
+    return ", ".join(label(tuple(a.shape), a.dtype) for a in arrays)
 
 
-def _mixed_backends(func: FunctionNode, xp: Any, other: Any) -> TypeError:
+def mixed_backends(func: FunctionNode, xp: Any, other: Any) -> TypeError:
     return TypeError(
         f"{func.label}: inputs mix arrays of two libraries, {_backend.backend_name(xp)} and "
         f"{_backend.backend_name(other)}; move them to one library first "

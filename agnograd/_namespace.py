@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from agnograd import _extension
 from agnograd._backend import _namespaces, backend_name, raw_namespace
 from agnograd._variable import Variable
 
@@ -76,5 +77,7 @@ def _is_array_like(obj: Any) -> bool:
 
     return is_array(obj)
 
+
+_extension.namespace = differentiable_namespace
 
 __all__ = ["backend_name", "differentiable_namespace", "namespace", "namespace_of"]

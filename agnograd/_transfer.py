@@ -3,18 +3,19 @@
 ``Variable.to_device``, ``to_cpu`` and ``to_gpu`` move data and gradient in place
 (Chainer), ``to_chx``/``from_chx`` swap them for zero-copy views in another library
 and back, ``Variable.view`` gives such a view without touching the Variable, and
-:func:`copy` is the transfer that gradients flow through. They are installed on
-:class:`Variable` by :func:`install`, at import, because they build on the
+:func:`copy` is the transfer that gradients flow through. ``Variable``'s methods
+call these through the core's extension point, because they build on the
 function-node machinery that itself builds on ``Variable``.
 """
 
 from __future__ import annotations
 
+import sys
 import weakref
 from collections.abc import Callable
 from typing import Any
 
-from agnograd import _backend
+from agnograd import _backend, _extension
 from agnograd._abstract import Abstract
 from agnograd._adapter import DLPACK_ACCELERATORS, DLPACK_CPU
 from agnograd._backend import installed_backends
@@ -31,36 +32,13 @@ _origins: dict[int, tuple[weakref.ref[Variable], Device]] = {}
 
 
 def _device(self: Variable) -> Device | None:
-    """The :class:`~agnograd.Device` of the data (``None`` when uninitialised).
-
-    Examples
-    --------
-    >>> import numpy as np, agnograd
-    >>> agnograd.Variable(np.ones(2)).device
-    Device('@numpy')
-    """
+    """``Variable.device``."""
     data = self._data
     return None if data is None else device_of(data)
 
 
 def to_device(self: Variable, device: Any, /, *, stream: Any = None) -> Variable:
-    """Move the data and the gradient to ``device``, in place; return the Variable.
-
-    ``device`` is anything :func:`agnograd.get_device` accepts, of any library:
-    ``x.to_device('@torch:cpu')`` turns a NumPy Variable into a torch one. The graph
-    stays: gradients computed later land on the new device. Moving the output of a
-    function that backward still needs is an error; use
-    :func:`agnograd.functions.copy` for a transfer that gradients flow through.
-
-    Examples
-    --------
-    >>> import numpy as np, agnograd
-    >>> x = agnograd.Variable(np.array([1.0, 2.0]), grad=np.ones(2))
-    >>> x.to_device("@array_api_strict:device1") is x
-    True
-    >>> x.device, x.grad.device
-    (Device('@array_api_strict:device1'), array_api_strict.Device('device1'))
-    """
+    """``Variable.to_device``."""
     dst = get_device(device)
     data = _data_of(self, "to_device")
     if data is None or _is_on(self, dst):
@@ -74,16 +52,7 @@ def to_device(self: Variable, device: Any, /, *, stream: Any = None) -> Variable
 
 
 def to_cpu(self: Variable) -> Variable:
-    """Move to host memory in place: the same library's CPU device if it has one
-    (torch, JAX), else NumPy (CuPy → NumPy); return the Variable.
-
-    Examples
-    --------
-    >>> import numpy as np, agnograd
-    >>> x = agnograd.Variable(np.ones(2))
-    >>> x.to_cpu().device
-    Device('@numpy')
-    """
+    """``Variable.to_cpu``."""
     data = _data_of(self, "to_cpu")
     if data is None:
         return self
@@ -98,21 +67,7 @@ def to_cpu(self: Variable) -> Variable:
 
 
 def to_gpu(self: Variable, device: Any = None) -> Variable:
-    """Move to a GPU in place: the same library's GPU if it has one (torch, JAX),
-    else CuPy (NumPy → CuPy); return the Variable.
-
-    ``device`` is a GPU number (``None``: the library's current GPU) or anything
-    :func:`agnograd.get_device` accepts.
-
-    Examples
-    --------
-    >>> import numpy as np, agnograd
-    >>> try:  # on a machine without CuPy or without a GPU
-    ...     agnograd.Variable(np.ones(2)).to_gpu()
-    ... except ValueError as error:
-    ...     print(str(error)[:56])
-    Variable.to_gpu: numpy has no GPU device, so the data go
-    """
+    """``Variable.to_gpu``."""
     if device is not None and not isinstance(device, int):
         return to_device(self, device)
     data = _data_of(self, "to_gpu")
@@ -151,25 +106,7 @@ def to_gpu(self: Variable, device: Any = None) -> Variable:
 
 
 def to_chx(self: Variable, target: Any, /, *, allow_copy: bool = False) -> Variable:
-    """Turn data and gradient into views in another library, in place (DLPack, O(1)).
-
-    ``target`` is a library name (``'torch'``, ``'@jax'``), whose device on the same
-    physical device is used, or a full specifier. Memory is shared with the old
-    arrays. When a view is impossible (see :func:`agnograd.view`) this raises
-    ``BufferError``, or copies with a :class:`~agnograd.CopyWarning` when
-    ``allow_copy=True``. :meth:`from_chx` converts back.
-
-    Examples
-    --------
-    >>> import numpy as np, agnograd
-    >>> a = np.zeros(2)
-    >>> x = agnograd.Variable(a).to_chx("array_api_strict")
-    >>> a[0] = 7.0
-    >>> float(x.array[0]), x.device
-    (7.0, Device('@array_api_strict:CPU_DEVICE'))
-    >>> x.from_chx().array is not a, x.device
-    (True, Device('@numpy'))
-    """
+    """``Variable.to_chx``."""
     data = _data_of(self, "to_chx")
     if data is None:
         return self
@@ -199,10 +136,7 @@ def _forget(key: int) -> Callable[[weakref.ref[Variable]], None]:
 
 
 def from_chx(self: Variable, /, *, allow_copy: bool = False) -> Variable:
-    """Undo :meth:`to_chx`: views in the original library again; return the Variable.
-
-    A Variable that :meth:`to_chx` never converted is left as it is (Chainer).
-    """
+    """``Variable.from_chx``."""
     record = _origins.get(id(self))
     if record is None or record[0]() is not self:
         return self
@@ -269,24 +203,52 @@ class ArrayViews:
 # ---------------------------------------------------------------------------------
 # addgrad and copydata across devices and libraries
 
-_addgrad = Variable.addgrad
-_copydata = Variable.copydata
+
+def _addgrad(self: Variable, var: Variable) -> None:
+    """addgrad between arrays of one library and device."""
+    src = var.grad
+    if src is None:
+        return
+    xp = _backend.raw_namespace(src)
+    if self._data is None:
+        self.array = xp.zeros_like(var._data)
+    dst = self.grad
+    # Never alias the source gradient: later in-place updates of one would leak
+    # into the other.
+    self.grad = xp.asarray(src, copy=True) if dst is None else dst + src
+
+
+def _copydata(self: Variable, var: Variable) -> None:
+    """copydata between arrays of one library and device (in place where it can)."""
+    src, dst = var._data, self._data
+    if src is None and dst is None:
+        return
+    if dst is None:
+        self.array = _backend.raw_namespace(src).asarray(src, copy=True)
+        return
+    if src is None:
+        var.array = _backend.raw_namespace(dst).asarray(dst, copy=True)
+        return
+    if tuple(src.shape) != tuple(dst.shape):
+        raise ValueError(
+            f"copydata: source shape {tuple(src.shape)} differs from destination shape "
+            f"{tuple(dst.shape)}"
+        )
+    xp = _backend.raw_namespace(dst)
+    if _backend.raw_namespace(src) is not xp:
+        raise TypeError(
+            f"copydata: source is a {_backend.backend_name(_backend.raw_namespace(src))} "
+            f"array, destination a {_backend.backend_name(xp)} array"
+        )
+    try:
+        dst[...] = xp.astype(src, dst.dtype)
+    except (TypeError, ValueError):
+        # Immutable arrays (JAX): rebind to a fresh array instead.
+        self.array = xp.astype(src, dst.dtype, copy=True)
 
 
 def addgrad(self: Variable, var: Variable) -> None:
-    """Add ``var``'s gradient to this Variable's, from any device or library.
-
-    The result stays on this Variable's device (an uninitialised Variable takes
-    ``var``'s).
-
-    Examples
-    --------
-    >>> import numpy as np, array_api_strict as xs, agnograd
-    >>> a = agnograd.Variable(np.zeros(2), grad=np.ones(2))
-    >>> b = agnograd.Variable(xs.zeros(2, dtype=xs.float64), grad=xs.ones(2, dtype=xs.float64))
-    >>> a.addgrad(b); a.grad
-    array([2., 2.])
-    """
+    """``Variable.addgrad``."""
     src, dst = var.grad, self._data
     if src is None or dst is None or _same_place(src, dst):
         _addgrad(self, var)
@@ -297,18 +259,7 @@ def addgrad(self: Variable, var: Variable) -> None:
 
 
 def copydata(self: Variable, var: Variable) -> None:
-    """Copy ``var``'s data into this Variable's array, from any device or library.
-
-    The data stays on this Variable's device and library.
-
-    Examples
-    --------
-    >>> import numpy as np, array_api_strict as xs, agnograd
-    >>> a = agnograd.Variable(np.zeros(2))
-    >>> a.copydata(agnograd.Variable(xs.asarray([1.0, 2.0], dtype=xs.float64)))
-    >>> a.array
-    array([1., 2.])
-    """
+    """``Variable.copydata``."""
     src, dst = var._data, self._data
     if src is None or dst is None or _same_place(src, dst):
         _copydata(self, var)
@@ -417,7 +368,7 @@ def _assign(var: Variable, data: Any, grad: Any) -> None:
     var._grad_var = None if grad is None else Variable._new(grad, False)
     # Functions that used this leaf saved its old arrays: the engine moves the
     # gradients it computes from them to where the data is now.
-    _backend.moved_leaves.add(var._node)
+    var._node.moved = True
 
 
 def follow_data(g: Any, data: Any) -> Any:
@@ -435,17 +386,4 @@ def follow_data(g: Any, data: Any) -> Any:
     return transfer(raw, there, copy=True)
 
 
-def install() -> None:
-    cls = Variable
-    cls.device = property(_device)  # type: ignore[assignment]
-    cls.to_device = to_device  # type: ignore[attr-defined]
-    cls.to_cpu = to_cpu  # type: ignore[attr-defined]
-    cls.to_gpu = to_gpu  # type: ignore[attr-defined]
-    cls.to_chx = to_chx  # type: ignore[attr-defined]
-    cls.from_chx = from_chx  # type: ignore[attr-defined]
-    cls.view = property(ArrayViews, doc=ArrayViews.__doc__)  # type: ignore[attr-defined]
-    cls.addgrad = addgrad  # type: ignore[method-assign]
-    cls.copydata = copydata  # type: ignore[method-assign]
-
-
-install()
+_extension.transfer = sys.modules[__name__]

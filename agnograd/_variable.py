@@ -11,25 +11,15 @@ from typing import TYPE_CHECKING, Any
 import array_api_compat
 import numpy
 
-from agnograd import _backend
-from agnograd._backend import raw_namespace
-from agnograd._define_then_run import DefineThenRun
+from agnograd import _backend, _extension
+from agnograd._backend import dtype_name, raw_namespace
+from agnograd._backend import label as _label
+from agnograd._device import get_device
+from agnograd._nnabla import NnablaInterface
+from agnograd._variable_operators import Operators
 
 if TYPE_CHECKING:
     from agnograd._function import FunctionNode
-
-
-def dtype_name(dtype: Any) -> str:
-    """Short dtype name without the library prefix (``float32``, not ``torch.float32``)."""
-    return str(dtype).rsplit(".", 1)[-1]
-
-
-def _label(shape: tuple[int, ...] | None, dtype: Any) -> str:
-    if shape is None:
-        return "None"
-    if shape == ():
-        return dtype_name(dtype)
-    return f"({', '.join(map(str, shape))}), {dtype_name(dtype)}"
 
 
 class VariableNode:
@@ -56,6 +46,7 @@ class VariableNode:
         "_variable",
         "creator_node",
         "dtype",
+        "moved",
         "name",
         "persistent",
         "rank",
@@ -76,6 +67,9 @@ class VariableNode:
         self.shape = None if data is None else tuple(data.shape)
         self.dtype = None if data is None else data.dtype
         self.persistent = False
+        # Set when the leaf's data moves after a graph used it (to_device, to_chx):
+        # the engine then brings its gradients to where the data is.
+        self.moved = False
 
     @property
     def creator(self) -> FunctionNode | None:
@@ -157,7 +151,7 @@ class VariableNode:
         return f"<VariableNode{name} {self.label} rank={self.rank}>"
 
 
-class Variable(DefineThenRun):
+class Variable(Operators, NnablaInterface):
     """An array of any array API library, with a gradient and a place in the graph.
 
     Parameters
@@ -304,11 +298,6 @@ class Variable(DefineThenRun):
         return raw_namespace(self._data)
 
     @property
-    def device(self) -> Any:
-        """Device of the data array, as the backend spells it."""
-        return array_api_compat.device(self._data)
-
-    @property
     def label(self) -> str:
         """Shape and dtype as short text, for example ``'(2, 5), float32'``."""
         return self._node.label
@@ -430,73 +419,6 @@ class Variable(DefineThenRun):
         if self._data is None:
             return
         self._grad_var = Variable._new(raw_namespace(self._data).zeros_like(self._data), False)
-
-    def addgrad(self, var: Variable) -> None:
-        """Add ``var``'s gradient to this Variable's gradient.
-
-        An uninitialised Variable first gets zero data of ``var``'s shape and dtype.
-        The source gradient is never aliased: later in-place updates of one gradient do
-        not leak into the other.
-
-        Examples
-        --------
-        >>> import numpy as np, agnograd
-        >>> a = agnograd.Variable(np.zeros(2), grad=np.ones(2))
-        >>> b = agnograd.Variable(np.zeros(2), grad=np.full(2, 2.0))
-        >>> a.addgrad(b); a.grad
-        array([3., 3.])
-        """
-        src = var.grad
-        if src is None:
-            return
-        xp = raw_namespace(src)
-        if self._data is None:
-            self.array = xp.zeros_like(var._data)
-        dst = self.grad
-        if dst is None:
-            self.grad = xp.asarray(src, copy=True)
-        else:
-            self.grad = dst + src
-
-    def copydata(self, var: Variable) -> None:
-        """Copy ``var``'s data into this Variable's array (in place where the backend can).
-
-        If one side is uninitialised it receives a copy of the other's data; if both
-        are, nothing happens.
-
-        Examples
-        --------
-        >>> import numpy as np, agnograd
-        >>> a = agnograd.Variable(np.zeros(2))
-        >>> a.copydata(agnograd.Variable(np.array([1.0, 2.0])))
-        >>> a.array
-        array([1., 2.])
-        """
-        src, dst = var._data, self._data
-        if src is None and dst is None:
-            return
-        if dst is None:
-            self.array = raw_namespace(src).asarray(src, copy=True)
-            return
-        if src is None:
-            var.array = raw_namespace(dst).asarray(dst, copy=True)
-            return
-        if tuple(src.shape) != tuple(dst.shape):
-            raise ValueError(
-                f"copydata: source shape {tuple(src.shape)} differs from destination shape "
-                f"{tuple(dst.shape)}"
-            )
-        xp = raw_namespace(dst)
-        if raw_namespace(src) is not xp:
-            raise TypeError(
-                f"copydata: source is a {_backend.backend_name(raw_namespace(src))} array, "
-                f"destination a {_backend.backend_name(xp)} array"
-            )
-        try:
-            dst[...] = xp.astype(src, dst.dtype)
-        except (TypeError, ValueError):
-            # Immutable arrays (JAX): rebind to a fresh array instead.
-            self.array = xp.astype(src, dst.dtype, copy=True)
 
     # -- graph ------------------------------------------------------------------
 
@@ -656,11 +578,148 @@ class Variable(DefineThenRun):
         >>> y.backward(); x.grad
         array([2.71828183, 7.3890561 ])
         """
-        from agnograd._namespace import differentiable_namespace
-
         if self._data is None:
             raise RuntimeError(f"__array_namespace__: {self._describe()} holds no data yet")
-        return differentiable_namespace(raw_namespace(self._data))
+        return _extension.namespace(raw_namespace(self._data))
+
+    # -- devices and views: agnograd._transfer, through the extension point ------
+
+    @property
+    def device(self) -> Any:
+        """The :class:`~agnograd.Device` of the data (``None`` when uninitialised).
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> agnograd.Variable(np.ones(2)).device
+        Device('@numpy')
+        """
+        return _extension.transfer._device(self)
+
+    def to_device(self, device: Any, /, *, stream: Any = None) -> Variable:
+        """Move the data and the gradient to ``device``, in place; return the Variable.
+
+        ``device`` is anything :func:`agnograd.get_device` accepts, of any library:
+        ``x.to_device('@torch:cpu')`` turns a NumPy Variable into a torch one. The graph
+        stays: gradients computed later land on the new device. Moving the output of a
+        function that backward still needs is an error; use
+        :func:`agnograd.functions.copy` for a transfer that gradients flow through.
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> x = agnograd.Variable(np.array([1.0, 2.0]), grad=np.ones(2))
+        >>> x.to_device("@array_api_strict:device1") is x
+        True
+        >>> x.device, x.grad.device
+        (Device('@array_api_strict:device1'), array_api_strict.Device('device1'))
+        """
+        return _extension.transfer.to_device(self, device, stream=stream)  # type: ignore[no-any-return]
+
+    def to_cpu(self) -> Variable:
+        """Move to host memory in place: the same library's CPU device if it has one
+        (torch, JAX), else NumPy (CuPy → NumPy); return the Variable.
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> x = agnograd.Variable(np.ones(2))
+        >>> x.to_cpu().device
+        Device('@numpy')
+        """
+        return _extension.transfer.to_cpu(self)  # type: ignore[no-any-return]
+
+    def to_gpu(self, device: Any = None) -> Variable:
+        """Move to a GPU in place: the same library's GPU if it has one (torch, JAX),
+        else CuPy (NumPy → CuPy); return the Variable.
+
+        ``device`` is a GPU number (``None``: the library's current GPU) or anything
+        :func:`agnograd.get_device` accepts.
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> try:  # on a machine without CuPy or without a GPU
+        ...     agnograd.Variable(np.ones(2)).to_gpu()
+        ... except ValueError as error:
+        ...     print(str(error)[:56])
+        Variable.to_gpu: numpy has no GPU device, so the data go
+        """
+        return _extension.transfer.to_gpu(self, device)  # type: ignore[no-any-return]
+
+    def to_chx(self, target: Any, /, *, allow_copy: bool = False) -> Variable:
+        """Turn data and gradient into views in another library, in place (DLPack, O(1)).
+
+        ``target`` is a library name (``'torch'``, ``'@jax'``), whose device on the same
+        physical device is used, or a full specifier. Memory is shared with the old
+        arrays. When a view is impossible (see :func:`agnograd.view`) this raises
+        ``BufferError``, or copies with a :class:`~agnograd.CopyWarning` when
+        ``allow_copy=True``. :meth:`from_chx` converts back.
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> a = np.zeros(2)
+        >>> x = agnograd.Variable(a).to_chx("array_api_strict")
+        >>> a[0] = 7.0
+        >>> float(x.array[0]), x.device
+        (7.0, Device('@array_api_strict:CPU_DEVICE'))
+        >>> x.from_chx().array is not a, x.device
+        (True, Device('@numpy'))
+        """
+        return _extension.transfer.to_chx(self, target, allow_copy=allow_copy)  # type: ignore[no-any-return]
+
+    def from_chx(self, /, *, allow_copy: bool = False) -> Variable:
+        """Undo :meth:`to_chx`: views in the original library again; return the Variable.
+
+        A Variable that :meth:`to_chx` never converted is left as it is (Chainer).
+        """
+        return _extension.transfer.from_chx(self, allow_copy=allow_copy)  # type: ignore[no-any-return]
+
+    @property
+    def view(self) -> Any:
+        """The data as another library's array, sharing memory: ``x.view('@torch')``,
+        ``x.view['@torch']`` or ``x.view.torch`` (see :func:`agnograd.view`).
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> x = agnograd.Variable(np.arange(3.0))
+        >>> type(x.view.array_api_strict).__module__.split(".")[0]
+        'array_api_strict'
+        """
+        return _extension.transfer.ArrayViews(self)
+
+    def addgrad(self, var: Variable) -> None:
+        """Add ``var``'s gradient to this Variable's, from any device or library.
+
+        The result stays on this Variable's device (an uninitialised Variable takes
+        ``var``'s).
+
+        Examples
+        --------
+        >>> import numpy as np, array_api_strict as xs, agnograd
+        >>> a = agnograd.Variable(np.zeros(2), grad=np.ones(2))
+        >>> b = agnograd.Variable(xs.zeros(2, dtype=xs.float64), grad=xs.ones(2, dtype=xs.float64))
+        >>> a.addgrad(b); a.grad
+        array([2., 2.])
+        """
+        _extension.transfer.addgrad(self, var)
+
+    def copydata(self, var: Variable) -> None:
+        """Copy ``var``'s data into this Variable's array, from any device or library.
+
+        The data stays on this Variable's device and library.
+
+        Examples
+        --------
+        >>> import numpy as np, array_api_strict as xs, agnograd
+        >>> a = agnograd.Variable(np.zeros(2))
+        >>> a.copydata(agnograd.Variable(xs.asarray([1.0, 2.0], dtype=xs.float64)))
+        >>> a.array
+        array([1., 2.])
+        """
+        _extension.transfer.copydata(self, var)
 
     # -- conversions and printing -----------------------------------------------
 
@@ -774,89 +833,6 @@ class Variable(DefineThenRun):
             (self._data, self.grad, self.name, self.requires_grad),
         )
 
-    # Variables are hashable by identity even though == is elementwise (like tensors).
-    __hash__ = object.__hash__
-
-    # -- operators --------------------------------------------------------------
-    # agnograd._operators installs these at import time (they call the function
-    # modules, which build on Variable); declared here for type checkers only.
-    if TYPE_CHECKING:
-
-        def __add__(self, other: Any) -> Variable: ...
-        def __radd__(self, other: Any) -> Variable: ...
-        def __sub__(self, other: Any) -> Variable: ...
-        def __rsub__(self, other: Any) -> Variable: ...
-        def __mul__(self, other: Any) -> Variable: ...
-        def __rmul__(self, other: Any) -> Variable: ...
-        def __truediv__(self, other: Any) -> Variable: ...
-        def __rtruediv__(self, other: Any) -> Variable: ...
-        def __floordiv__(self, other: Any) -> Variable: ...
-        def __rfloordiv__(self, other: Any) -> Variable: ...
-        def __mod__(self, other: Any) -> Variable: ...
-        def __rmod__(self, other: Any) -> Variable: ...
-        def __pow__(self, other: Any) -> Variable: ...
-        def __rpow__(self, other: Any) -> Variable: ...
-        def __matmul__(self, other: Any) -> Variable: ...
-        def __rmatmul__(self, other: Any) -> Variable: ...
-        def __and__(self, other: Any) -> Variable: ...
-        def __rand__(self, other: Any) -> Variable: ...
-        def __or__(self, other: Any) -> Variable: ...
-        def __ror__(self, other: Any) -> Variable: ...
-        def __xor__(self, other: Any) -> Variable: ...
-        def __rxor__(self, other: Any) -> Variable: ...
-        def __lshift__(self, other: Any) -> Variable: ...
-        def __rlshift__(self, other: Any) -> Variable: ...
-        def __rshift__(self, other: Any) -> Variable: ...
-        def __rrshift__(self, other: Any) -> Variable: ...
-        # In place: the Variable takes the result (see agnograd._inplace).
-        def __iadd__(self, other: Any) -> Variable: ...
-        def __isub__(self, other: Any) -> Variable: ...
-        def __imul__(self, other: Any) -> Variable: ...
-        def __itruediv__(self, other: Any) -> Variable: ...
-        def __ifloordiv__(self, other: Any) -> Variable: ...
-        def __imod__(self, other: Any) -> Variable: ...
-        def __ipow__(self, other: Any) -> Variable: ...
-        def __imatmul__(self, other: Any) -> Variable: ...
-        def __iand__(self, other: Any) -> Variable: ...
-        def __ior__(self, other: Any) -> Variable: ...
-        def __ixor__(self, other: Any) -> Variable: ...
-        def __ilshift__(self, other: Any) -> Variable: ...
-        def __irshift__(self, other: Any) -> Variable: ...
-        def __neg__(self) -> Variable: ...
-        def __pos__(self) -> Variable: ...
-        def __abs__(self) -> Variable: ...
-        def __invert__(self) -> Variable: ...
-        # Elementwise comparisons: Variables of bools, without a gradient.
-        def __eq__(self, other: object) -> Variable: ...  # type: ignore[override]
-        def __ne__(self, other: object) -> Variable: ...  # type: ignore[override]
-        def __lt__(self, other: Any) -> Variable: ...
-        def __le__(self, other: Any) -> Variable: ...
-        def __gt__(self, other: Any) -> Variable: ...
-        def __ge__(self, other: Any) -> Variable: ...
-        def __getitem__(self, key: Any) -> Variable: ...
-        def __setitem__(self, key: Any, value: Any) -> None: ...
-        def __bool__(self) -> bool: ...
-        def __int__(self) -> int: ...
-        def __float__(self) -> float: ...
-        def __complex__(self) -> complex: ...
-        def __index__(self) -> int: ...
-        def __dlpack__(
-            self,
-            /,
-            *,
-            stream: Any = None,
-            max_version: tuple[int, int] | None = None,
-            dl_device: Any = None,
-            copy: bool | None = None,
-        ) -> Any: ...
-        def __dlpack_device__(self) -> Any: ...
-        def reshape(self, *shape: Any, unlink: bool = False) -> Variable: ...
-        def transpose(self, *axes: Any) -> Variable: ...
-        @property
-        def T(self) -> Variable: ...  # noqa: N802 - the standard's name
-        @property
-        def mT(self) -> Variable: ...  # noqa: N802 - the standard's name
-
 
 _object_new = object.__new__
 _weakref = weakref.ref
@@ -878,6 +854,7 @@ def _new_variable(data: Any, requires_grad: bool, creator: Any, rank: int) -> Va
     node.shape = shape if shape.__class__ is tuple else tuple(shape)
     node.dtype = data.dtype
     node.persistent = False
+    node.moved = False
     var._node = node
     return var
 
@@ -903,6 +880,7 @@ def _empty_variable(
     node.shape = shape
     node.dtype = dtype
     node.persistent = False
+    node.moved = False
     var._node = node
     return var
 
@@ -910,18 +888,20 @@ def _empty_variable(
 _backend.register_wrapper(Variable)
 
 
+def clear_node_data(node: VariableNode) -> None:
+    """Free the array of ``node`` and of its Variable (``clear_buffer``)."""
+    node._data = None
+    var = node._variable()
+    if var is not None:
+        var._data = None
+
+
 def _zeros(shape: tuple[int, ...], dtype: Any, device: Any) -> Any:
     """Zeros for ``Variable(shape=...)``: on ``device``'s library, NumPy by default."""
-    xp = raw_namespace(numpy.empty(0))
     if device is not None:
-        try:
-            from agnograd._device import get_device  # the Device API, where installed
-        except ImportError:
-            get_device = None  # type: ignore[assignment]
-        if get_device is not None:
-            dev = get_device(device)
-            return dev.xp.zeros(shape, dtype=dtype or dev.xp.float32, device=dev.device)
-        return xp.zeros(shape, dtype=dtype or xp.float32, device=device)
+        dev = get_device(device)
+        return dev.xp.zeros(shape, dtype=dtype or dev.xp.float32, device=dev.device)
+    xp = raw_namespace(numpy.empty(0))
     return xp.zeros(shape, dtype=dtype or xp.float32)
 
 

@@ -225,6 +225,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--ops", type=int, default=OPS, help=f"ops in the chain (default {OPS})")
     p.add_argument("--profile", action="store_true", help="also cProfile agnograd-numpy")
     p.add_argument(
+        "--cold",
+        action="store_true",
+        help="no untimed call before each batch: each contestant starts with the caches "
+        "the one before it left",
+    )
+    p.add_argument(
         "--split",
         action="store_true",
         help="also time the forward alone (graph recorded) to split forward and backward",
@@ -233,7 +239,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ops = BLOCK if args.quick else args.ops
     steps, ops = contestants(ops, _harness.skipped(args), args.split)
     batch = 0.001 if args.quick else args.batch_seconds
-    times = _harness.interleaved(steps, rounds=args.rounds, batch_seconds=batch, warm_up=True)
+    times = _harness.interleaved(
+        steps, rounds=args.rounds, batch_seconds=batch, warm_up=not args.cold
+    )
 
     us_per_op = {k: [t / ops * 1e6 for t in v] for k, v in times.items()}
     medians = {k: statistics.median(v) for k, v in us_per_op.items()}
@@ -277,6 +285,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "shape": [SIZE],
             "dtype": "float64",
             "rounds": args.rounds,
+            "batches": "cold" if args.cold else "warm",
             "quick": args.quick,
             "us_per_op_median": medians,
             "ratios": summary,

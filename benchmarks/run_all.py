@@ -5,8 +5,12 @@ collected and, with ``--out FILE``, written as one JSON document.
 ``--same-process`` runs them in this process instead, one import of torch for
 all: quicker, for the smoke test; measurements belong in separate processes.
 
+With ``--plot FILE`` (and matplotlib installed) the per-op and MLP figures are
+drawn side by side as bars, each contestant as a multiple of hand-written NumPy;
+``docs/performance.png`` is made this way.
+
 Run ``python benchmarks/run_all.py [--quick] [--rounds N] [--only overhead,mlp]
-[--out results.json] [--same-process]``.
+[--out results.json] [--plot FILE] [--same-process]``.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ BENCHMARKS = {
     "mlp": ("bench_mlp.py", True),
     "memory": ("bench_memory.py", False),
     "views": ("bench_views.py", True),
+    "long_chain": ("bench_long_chain.py", False),
 }
 
 
@@ -74,6 +79,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--rounds", type=int, help="interleaved rounds of the timing benchmarks")
     p.add_argument("--only", default="", help=f"comma-separated subset of {', '.join(BENCHMARKS)}")
     p.add_argument("--out", help="write all records to this JSON file")
+    p.add_argument("--plot", help="draw the overhead and MLP figures into this image file")
     p.add_argument("--same-process", action="store_true", help="run the benchmarks in this process")
     args = p.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()] or list(BENCHMARKS)
@@ -88,7 +94,47 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         with open(args.out, "w") as f:
             json.dump(records, f, indent=2, sort_keys=True)
         print(f"records written to {args.out}")
+    if args.plot:
+        plot(records, args.plot)
     return records
+
+
+#: record name -> (its medians, the unit, the panel's title)
+PANELS = {
+    "overhead": ("us_per_op_median", "us/op", "per op, 200-op chain on (8,) float64"),
+    "mlp": ("ms_per_step_median", "ms/step", "MLP step, 784-1024-1024-10, batch 256"),
+}
+
+
+def plot(records: dict[str, Any], path: str) -> None:
+    """Bars of each contestant's median as a multiple of hand-written NumPy."""
+    if _harness.optional_import("matplotlib") is None:
+        print("--plot: matplotlib is not installed; no plot drawn")
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(name, *PANELS[name]) for name in PANELS if name in records]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6), squeeze=False)
+    for ax, (name, key, unit, title) in zip(axes[0], panels, strict=True):
+        medians = {k: v for k, v in records[name][key].items() if "(forward)" not in k}
+        hand = medians["hand-numpy"]
+        labels = list(medians)
+        ratios = [medians[k] / hand for k in labels]
+        bars = ax.barh(labels, ratios, color=["#888" if k.startswith("hand") else "#3a7" if
+                       k.startswith("agnograd") else "#57a" for k in labels])  # fmt: skip
+        for bar, k in zip(bars, labels, strict=True):
+            ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2,
+                    f" {bar.get_width():.2f}x ({medians[k]:.3g} {unit})", va="center")  # fmt: skip
+        ax.set_title(title)
+        ax.set_xlabel("x hand-written NumPy (lower is better)")
+        ax.set_xlim(0, max(ratios) * 1.6)
+        ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot written to {path}")
 
 
 if __name__ == "__main__":

@@ -30,7 +30,8 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     commands = {
         "timing": [
             *("run_all.py", "--quick", "--rounds", "1", "--same-process"),
-            *("--only", "overhead,namespace,mlp", "--out", str(records)),
+            *("--only", "overhead,namespace,mlp,long_chain", "--out", str(records)),
+            *("--plot", str(records.with_suffix(".png"))),
         ],
         "memory": ["bench_memory.py", "--quick"],
     }
@@ -101,3 +102,18 @@ def test_memory_benchmark_runs(outputs: dict[str, Any]) -> None:
     if HAS_TORCH and Path("/proc/self/clear_refs").exists():
         assert ("torch.autograd", "rss") in measured
     assert all(r["peak_bytes"] > 0 for r in rec["results"])
+
+
+def test_long_chain_runs(outputs: dict[str, Any]) -> None:
+    rec = outputs["long_chain"]
+    assert rec["ops"] == 1000
+    assert rec["forward_s"] > 0
+    assert rec["backward_s"] > 0
+
+
+def test_plot_is_drawn_where_matplotlib_is_installed(outputs: dict[str, Any]) -> None:
+    text = outputs["timing"].stdout
+    if importlib.util.find_spec("matplotlib") is None:
+        assert "matplotlib is not installed" in text
+    else:
+        assert "plot written to" in text

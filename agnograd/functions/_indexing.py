@@ -19,6 +19,7 @@ from typing import Any
 
 import array_api_compat
 
+from agnograd import _extension
 from agnograd._backend import raw_namespace, scatter_add_flat
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
@@ -128,9 +129,7 @@ def get_item(x: Any, slices: Any) -> Variable:
                 "result has a data-dependent shape, so compute the key eagerly first"
             )
     if data is None:  # define-then-run: namespace and ndim from the graph
-        from agnograd._function import _namespace_of_node
-
-        xp = _namespace_of_node(x._node)
+        xp = _extension.define_then_run.namespace_of_node(x._node)
         key = normalize_key(slices, xp, None, len(x._node.shape))
     else:
         key = normalize_key(slices, raw_namespace(data), array_api_compat.device(data), data.ndim)
