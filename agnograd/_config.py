@@ -13,18 +13,34 @@ import contextlib
 import contextvars
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, Final
+
+#: The entries every operation reads, in the order MODE holds them, with defaults.
+MODE_DEFAULTS: dict[str, Any] = {
+    "enable_backprop": True,
+    "auto_forward": True,
+    "function_hooks": MappingProxyType({}),
+}
+_FIELDS = tuple(MODE_DEFAULTS)
+#: Where each entry sits in MODE's tuple: ``MODE.get()[HOOKS]``.
+BACKPROP: Final = 0
+AUTO_FORWARD: Final = 1
+HOOKS: Final = 2
+
+#: ``(enable_backprop, auto_forward, function_hooks)`` of this thread, as one plain
+#: tuple (which unpacks faster than a named one).
+MODE: contextvars.ContextVar[tuple[bool, bool, Mapping[str, Any]]] = contextvars.ContextVar(
+    "agnograd.mode",
+    default=tuple(MODE_DEFAULTS.values()),  # type: ignore[arg-type]
+)
 
 
-class Mode(NamedTuple):
-    """The configuration every operation reads, as one immutable value."""
+def _mode_with(name: str, value: Any) -> tuple[bool, bool, Mapping[str, Any]]:
+    """This thread's MODE with the entry ``name`` set to ``value``."""
+    mode = list(MODE.get())
+    mode[_FIELDS.index(name)] = value
+    return tuple(mode)  # type: ignore[return-value]
 
-    enable_backprop: bool = True
-    auto_forward: bool = True
-    function_hooks: Mapping[str, Any] = MappingProxyType({})
-
-
-MODE: contextvars.ContextVar[Mode] = contextvars.ContextVar("agnograd.mode", default=Mode())  # noqa: B039 - immutable
 
 _entries: dict[str, contextvars.ContextVar[Any]] = {
     "debug": contextvars.ContextVar("agnograd.debug", default=False),
@@ -33,8 +49,8 @@ _UNSET = object()
 
 
 def _value(name: str) -> Any:
-    if name in Mode._fields:
-        return getattr(MODE.get(), name)
+    if name in MODE_DEFAULTS:
+        return MODE.get()[_FIELDS.index(name)]
     entry = _entries.get(name)
     if entry is None:
         return _UNSET
@@ -72,8 +88,8 @@ class _Config:
         return value
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in Mode._fields:
-            MODE.set(MODE.get()._replace(**{name: value}))
+        if name in MODE_DEFAULTS:
+            MODE.set(_mode_with(name, value))
             return
         entry = _entries.get(name)
         if entry is None:
@@ -81,15 +97,15 @@ class _Config:
         entry.set(value)
 
     def __delattr__(self, name: str) -> None:
-        if name in Mode._fields:  # back to the default
-            MODE.set(MODE.get()._replace(**{name: Mode._field_defaults[name]}))
+        if name in MODE_DEFAULTS:  # back to the default
+            MODE.set(_mode_with(name, MODE_DEFAULTS[name]))
             return
         if _value(name) is _UNSET:
             raise AttributeError(f"agnograd.config has no entry {name!r}")
         _entries[name].set(_UNSET)
 
     def _names(self) -> list[str]:
-        return [*Mode._fields, *(name for name in _entries if _value(name) is not _UNSET)]
+        return [*_FIELDS, *(name for name in _entries if _value(name) is not _UNSET)]
 
     def show(self) -> str:
         """Return the entries visible in this thread as ``name value`` lines."""
@@ -133,7 +149,7 @@ class _ModeSetting(_Setting):
 
     def __enter__(self) -> None:
         name, value = self._value
-        self._tokens.append(MODE.set(MODE.get()._replace(**{name: value})))
+        self._tokens.append(MODE.set(_mode_with(name, value)))
 
 
 def using_config(name: str, value: Any) -> contextlib.AbstractContextManager[None]:
@@ -148,7 +164,7 @@ def using_config(name: str, value: Any) -> contextlib.AbstractContextManager[Non
     >>> agnograd.config.debug
     False
     """
-    if name in Mode._fields:
+    if name in MODE_DEFAULTS:
         return _ModeSetting(MODE, (name, value))
     entry = _entries.get(name)
     if entry is None:
@@ -229,4 +245,4 @@ def get_auto_forward() -> bool:
     >>> agnograd.get_auto_forward()
     True
     """
-    return MODE.get().auto_forward
+    return MODE.get()[AUTO_FORWARD]

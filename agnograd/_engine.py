@@ -14,7 +14,7 @@ from typing import Any
 
 from agnograd import _extension
 from agnograd._backend import is_array, raw_namespace
-from agnograd._config import MODE, using_config
+from agnograd._config import HOOKS, MODE, using_config
 from agnograd._function import FunctionNode
 from agnograd._variable import Variable, VariableNode, clear_node_data
 
@@ -257,7 +257,8 @@ def _run(
             heapq.heappush(heap, (-func.rank, queued, func))
     keep = {node for node, _ in seeds}
     collected: dict[VariableNode, Any] = {}
-    hooks = MODE.get().function_hooks
+    hooks = MODE.get()[HOOKS]
+    special = double or bool(hooks)  # backward takes Variables, or hooks run around it
     heappush, heappop = heapq.heappush, heapq.heappop
 
     while heap:
@@ -293,13 +294,15 @@ def _run(
                 continue  # queued twice (by two of its outputs): it has run already
             gys = tuple(gys)
         indexes: tuple[int, ...]
-        if relevant is None and len(in_nodes) == 1:  # the common case again
+        if relevant is not None or len(in_nodes) > 2:
+            indexes = _indexes(in_nodes, targets, relevant)
+        elif len(in_nodes) == 1:  # the common cases, without building a tuple
             indexes = _FIRST if in_nodes[0].requires_grad else ()
         else:
-            indexes = _indexes(in_nodes, targets, relevant)
+            indexes = _PAIRS[in_nodes[0].requires_grad, in_nodes[1].requires_grad]
         if not indexes:
             continue
-        if double or hooks or func._local_hooks or func.backward_receives_variables:
+        if special or func._local_hooks or func.backward_receives_variables:
             gxs = _call_backward(func, in_nodes, indexes, gys, double)
         else:
             gxs = func.backward(indexes, gys)
@@ -354,8 +357,6 @@ def _indexes(
 ) -> tuple[int, ...]:
     """The indexes of the inputs that need a gradient (on the way to ``targets``)."""
     if relevant is None:
-        if len(in_nodes) == 2:  # the common case, without building a tuple
-            return _PAIRS[in_nodes[0].requires_grad, in_nodes[1].requires_grad]
         return tuple([i for i, x in enumerate(in_nodes) if x.requires_grad])
     return tuple(
         [
@@ -384,7 +385,7 @@ def _call_backward(
         func._variables_in_backward = True
         if not double:
             gys = [None if g is None else Variable._new(g, False) for g in gys]
-    hooks = func._all_hooks() if (MODE.get().function_hooks or func._local_hooks) else ()
+    hooks = func._all_hooks() if (MODE.get()[HOOKS] or func._local_hooks) else ()
     for hook in hooks:
         hook.backward_preprocess(func, in_nodes, gys)
     try:

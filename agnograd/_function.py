@@ -8,7 +8,7 @@ from typing import Any
 
 from agnograd import _backend, _extension, _versions
 from agnograd._backend import _namespaces, label
-from agnograd._config import MODE
+from agnograd._config import HOOKS, MODE
 from agnograd._variable import Variable, VariableNode, _new_variable
 
 _weakref = weakref.ref
@@ -169,10 +169,14 @@ class FunctionNode:
                 refs.append(_weakref(var._node))
             self.outputs = tuple(refs)
             results = tuple(results)
-        if self._retain_in:
-            self._saved_inputs = _pick(arrays, self._retain_in)
-        if self._retain_out:
-            self._saved_outputs = _pick(outputs, self._retain_out)
+        retain = self._retain_in
+        if retain:  # all the inputs, in order, is the common case: no new tuple
+            keep_all = retain == _IN_ORDER.get(len(arrays))
+            self._saved_inputs = arrays if keep_all else tuple([arrays[i] for i in retain])
+        retain = self._retain_out
+        if retain:
+            keep_all = retain == _IN_ORDER.get(len(outputs)) and outputs.__class__ is tuple
+            self._saved_outputs = outputs if keep_all else tuple([outputs[i] for i in retain])
         if _versions.versions:  # some array was written in place: remember versions
             _record_versions(self)
         return results  # type: ignore[no-any-return]
@@ -280,7 +284,7 @@ class FunctionNode:
         return self._local_hooks
 
     def _all_hooks(self) -> list[Any]:
-        hooks = list(MODE.get().function_hooks.values())
+        hooks = list(MODE.get()[HOOKS].values())
         if self._local_hooks:
             hooks.extend(self._local_hooks.values())
         return hooks
@@ -290,13 +294,6 @@ class FunctionNode:
 
 
 _IN_ORDER = {n: tuple(range(n)) for n in range(1, 9)}
-
-
-def _pick(values: Any, indexes: tuple[int, ...]) -> tuple[Any, ...]:
-    """``values`` at ``indexes``, as a tuple: ``values`` itself when that is all of them."""
-    if values.__class__ is tuple and indexes == _IN_ORDER.get(len(values)):
-        return values  # type: ignore[no-any-return]
-    return tuple([values[i] for i in indexes])
 
 
 def _variable_of(node: VariableNode, data: Any) -> Variable:

@@ -20,7 +20,7 @@ import array_api_compat
 
 from agnograd import _versions
 from agnograd._backend import raw_namespace
-from agnograd._config import MODE
+from agnograd._config import BACKPROP, MODE
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
@@ -114,7 +114,7 @@ def _rebind(var: Variable, out: Variable) -> None:
 
 def _check_leaf(var: Variable, op: str, *others: Any) -> None:
     node = var._node
-    records = MODE.get().enable_backprop and (
+    records = MODE.get()[BACKPROP] and (
         node.requires_grad or any(isinstance(o, Variable) and o.requires_grad for o in others)
     )
     if records and node.creator_node is None and node.requires_grad:

@@ -99,10 +99,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return records
 
 
-#: record name -> (its medians, the unit, the panel's title)
+#: record name -> (its medians, the unit, the panel's title, agnograd-numpy's target)
 PANELS = {
-    "overhead": ("us_per_op_median", "us/op", "per op, 200-op chain on (8,) float64"),
-    "mlp": ("ms_per_step_median", "ms/step", "MLP step, 784-1024-1024-10, batch 256"),
+    "overhead": ("us_per_op_median", "us/op", "per op, 200-op chain on (8,) float64", 3.0),
+    "mlp": ("ms_per_step_median", "ms/step", "MLP step, 784-1024-1024-10, batch 256", 1.05),
 }
 
 
@@ -118,16 +118,18 @@ def plot(records: dict[str, Any], path: str) -> None:
 
     panels = [(name, *PANELS[name]) for name in PANELS if name in records]
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6), squeeze=False)
-    for ax, (name, key, unit, title) in zip(axes[0], panels, strict=True):
+    for ax, (name, key, unit, title, target) in zip(axes[0], panels, strict=True):
         medians = {k: v for k, v in records[name][key].items() if "(forward)" not in k}
         hand = medians["hand-numpy"]
-        labels = list(medians)
+        labels = sorted(medians, key=lambda k: k != "hand-numpy")  # hand-written first
         ratios = [medians[k] / hand for k in labels]
         bars = ax.barh(labels, ratios, color=["#888" if k.startswith("hand") else "#3a7" if
                        k.startswith("agnograd") else "#57a" for k in labels])  # fmt: skip
         for bar, k in zip(bars, labels, strict=True):
             ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2,
                     f" {bar.get_width():.2f}x ({medians[k]:.3g} {unit})", va="center")  # fmt: skip
+        ax.axvline(target, color="#c33", linestyle="--", linewidth=1)
+        ax.text(target, len(labels) - 0.4, f" target {target}x", color="#c33", va="bottom")
         ax.set_title(title)
         ax.set_xlabel("x hand-written NumPy (lower is better)")
         ax.set_xlim(0, max(ratios) * 1.6)

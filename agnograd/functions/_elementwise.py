@@ -65,6 +65,11 @@ def _c(xp: Any, a: Any) -> Any:
     """``conj(a)`` for complex arrays, ``a`` itself for real ones and Python scalars."""
     if type(a) in _SCALARS:
         return a.conjugate()
+    # Every rule calls this: the cache of _is_complex is read here without a call.
+    dtype = a.dtype
+    known = _complex_dtypes.get(id(dtype))
+    if known is not None and known[0] is dtype:
+        return xp.conj(a) if known[1] else a
     return xp.conj(a) if _is_complex(a) else a
 
 
