@@ -8,8 +8,9 @@ dropped the moment their node's creator consumes them.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from agnograd import _extension
@@ -245,61 +246,34 @@ def _run(
     outputs has run by then. Each gradient is dropped as soon as it is consumed.
     """
     grads: dict[VariableNode, Any] = {}
-    heap: list[tuple[int, int, FunctionNode]] = []
-    queued = 0  # breaks ties between nodes of equal rank, in the order queued
+    heap: list[tuple[int, int, FunctionNode]] = []  # (-rank, order queued, node)
+    order = itertools.count()
     relevant = _relevant([n for n, _ in seeds], targets) if targets is not None else None
+    collected: dict[VariableNode, Any] = {}  # what reached a target (grad())
+    special = double or bool(MODE.get()[HOOKS])  # Variables for backward, or hooks
+    keep = {node for node, _ in seeds} if clear_buffer else set()
     for node, gy in seeds:
-        prev = grads.get(node)
-        grads[node] = gy if prev is None else prev + gy
-        func = node.creator_node
-        if prev is None and func is not None and (relevant is None or func in relevant):
-            queued += 1
-            heapq.heappush(heap, (-func.rank, queued, func))
-    keep = {node for node, _ in seeds}
-    collected: dict[VariableNode, Any] = {}
-    hooks = MODE.get()[HOOKS]
-    special = double or bool(hooks)  # backward takes Variables, or hooks run around it
-    heappush, heappop = heapq.heappush, heapq.heappop
-
+        _add(grads, heap, order, relevant, node, gy)
     while heap:
-        func = heappop(heap)[2]
+        func = heapq.heappop(heap)[2]
         in_nodes = func.inputs
         if in_nodes is None:
-            raise RuntimeError(
-                f"backward reached {func.label}, which was unchained; its inputs are gone"
-            )
+            raise RuntimeError(f"backward reached {func.label}, which was unchained")
         outputs: Any = func.outputs  # set with the inputs
-        if len(outputs) == 1:  # the common case, without the general loop
-            y = outputs[0]()
-            gy = None if y is None else grads.pop(y, None)
-            if gy is None:
-                continue
-            if targets is not None and y in targets:
-                collected[y] = gy
-            if retain_grad:
-                _store_grad(y, gy)
-            gys: Any = (gy,)
+        y = outputs[0]() if len(outputs) == 1 else None
+        if y is not None and targets is None and not retain_grad:  # the common case
+            gys: Any = grads.pop(y, None)
+            gys = None if gys is None else (gys,)
         else:
-            gys = []
-            for ref in outputs:
-                y = ref()
-                gy = None if y is None else grads.pop(y, None)
-                if gy is not None:
-                    if targets is not None and y in targets:
-                        collected[y] = gy
-                    if retain_grad:
-                        _store_grad(y, gy)
-                gys.append(gy)
-            if all(g is None for g in gys):
-                continue  # queued twice (by two of its outputs): it has run already
-            gys = tuple(gys)
-        indexes: tuple[int, ...]
-        if relevant is not None or len(in_nodes) > 2:
+            gys = _output_grads(func, grads, targets, collected, retain_grad)
+        if gys is None:
+            continue  # no gradient reached it, or it ran already (queued by two outputs)
+        if relevant is None and len(in_nodes) < 3:  # one or two inputs: a shared tuple
+            indexes = _INDEXES[
+                in_nodes[0].requires_grad, len(in_nodes) > 1 and in_nodes[1].requires_grad
+            ]
+        else:
             indexes = _indexes(in_nodes, targets, relevant)
-        elif len(in_nodes) == 1:  # the common cases, without building a tuple
-            indexes = _FIRST if in_nodes[0].requires_grad else ()
-        else:
-            indexes = _PAIRS[in_nodes[0].requires_grad, in_nodes[1].requires_grad]
         if not indexes:
             continue
         if special or func._local_hooks or func.backward_receives_variables:
@@ -310,12 +284,7 @@ def _run(
         if clear_buffer:
             _free(func, keep)
         if len(gxs) != len(indexes):
-            if len(gxs) != len(in_nodes):
-                raise ValueError(
-                    f"backward of {func.label} returned {len(gxs)} gradients for "
-                    f"{len(indexes)} target inputs {indexes}"
-                )
-            gxs = tuple([gxs[i] for i in indexes])
+            gxs = _of_targets(func, gxs, indexes, len(in_nodes))
         for i, gx in zip(indexes, gxs):  # noqa: B905 - lengths checked above
             if gx is None:
                 continue
@@ -329,25 +298,73 @@ def _run(
                 gx = _follow_data(x, gx)
             if gx.shape != x.shape:  # a graph's nodes have a shape: never None here
                 gx = _sum_to(gx, x.shape, func, i)  # type: ignore[arg-type]
-            dtype = gx.dtype
-            if dtype is not x.dtype and dtype != x.dtype:
+            if gx.dtype is not x.dtype and gx.dtype != x.dtype:
                 gx = _cast(gx, x.dtype)
             prev = grads.get(x)
-            if prev is not None:
+            if prev is None:
+                _add(grads, heap, order, relevant, x, gx)
+            else:
                 grads[x] = prev + gx
-                continue
-            grads[x] = gx
-            creator = x.creator_node
-            if creator is not None and (relevant is None or creator in relevant):
-                queued += 1
-                heappush(heap, (-creator.rank, queued, creator))
         del gxs
     if targets is not None:
-        for node, g in grads.items():
-            if node in targets:
-                collected[node] = g
+        collected.update((node, g) for node, g in grads.items() if node in targets)
         return collected
     return grads
+
+
+def _add(
+    grads: dict[VariableNode, Any],
+    heap: list[tuple[int, int, FunctionNode]],
+    order: Iterator[int],
+    relevant: set[FunctionNode] | None,
+    x: VariableNode,
+    gx: Any,
+) -> None:
+    """Add ``gx`` to the gradient of ``x``; its creator is queued at the first one."""
+    prev = grads.get(x)
+    if prev is not None:
+        grads[x] = prev + gx
+        return
+    grads[x] = gx
+    creator = x.creator_node
+    if creator is not None and (relevant is None or creator in relevant):
+        heapq.heappush(heap, (-creator.rank, next(order), creator))
+
+
+def _output_grads(
+    func: FunctionNode,
+    grads: dict[VariableNode, Any],
+    targets: set[VariableNode] | None,
+    collected: dict[VariableNode, Any],
+    retain_grad: bool,
+) -> tuple[Any, ...] | None:
+    """Take the gradients of ``func``'s outputs out of ``grads``; None if it has none."""
+    gys = []
+    outputs: Any = func.outputs  # set with the inputs
+    for ref in outputs:
+        y = ref()
+        gy = None if y is None else grads.pop(y, None)
+        if gy is not None:
+            if targets is not None and y in targets:
+                collected[y] = gy  # type: ignore[index]
+            if retain_grad:
+                _store_grad(y, gy)  # type: ignore[arg-type]
+        gys.append(gy)
+    if all(g is None for g in gys):
+        return None
+    return tuple(gys)
+
+
+def _of_targets(
+    func: FunctionNode, gxs: Any, indexes: tuple[int, ...], n_inputs: int
+) -> tuple[Any, ...]:
+    """The gradients of the target inputs, from a backward that returned one per input."""
+    if len(gxs) != n_inputs:
+        raise ValueError(
+            f"backward of {func.label} returned {len(gxs)} gradients for "
+            f"{len(indexes)} target inputs {indexes}"
+        )
+    return tuple([gxs[i] for i in indexes])
 
 
 def _indexes(
@@ -367,8 +384,9 @@ def _indexes(
     )
 
 
-_FIRST = (0,)
-_PAIRS = {(True, True): (0, 1), (True, False): (0,), (False, True): (1,), (False, False): ()}
+# The indexes of the inputs that require a gradient, for nodes of one or two inputs
+# (a node of one input is looked up as if its second did not require one).
+_INDEXES = {(True, True): (0, 1), (True, False): (0,), (False, True): (1,), (False, False): ()}
 
 
 def _call_backward(
