@@ -18,10 +18,10 @@ from typing import Any
 from agnograd import _backend, _extension
 from agnograd._abstract import Abstract
 from agnograd._adapter import DLPACK_ACCELERATORS, DLPACK_CPU
-from agnograd._backend import installed_backends
+from agnograd._backend import dtype_name, installed_backends
 from agnograd._device import Device, device_of, get_device, transfer, view
 from agnograd._function import FunctionNode
-from agnograd._variable import Variable, dtype_name
+from agnograd._variable import Variable
 
 # id(Variable) -> (weak reference, the Device it had before its first to_chx).
 _origins: dict[int, tuple[weakref.ref[Variable], Device]] = {}

@@ -16,6 +16,7 @@ from agnograd._backend import dtype_name, raw_namespace
 from agnograd._backend import label as _label
 from agnograd._device import get_device
 from agnograd._nnabla import NnablaInterface
+from agnograd._printing import Printing, to_numpy
 from agnograd._variable_operators import Operators
 
 if TYPE_CHECKING:
@@ -151,7 +152,7 @@ class VariableNode:
         return f"<VariableNode{name} {self.label} rank={self.rank}>"
 
 
-class Variable(Operators, NnablaInterface):
+class Variable(Operators, Printing, NnablaInterface):
     """An array of any array API library, with a gradient and a place in the graph.
 
     Parameters
@@ -721,7 +722,7 @@ class Variable(Operators, NnablaInterface):
         """
         _extension.transfer.copydata(self, var)
 
-    # -- conversions and printing -----------------------------------------------
+    # -- conversions ------------------------------------------------------------
 
     def item(self) -> Any:
         """The single element as a Python scalar (synchronises with the device).
@@ -759,61 +760,6 @@ class Variable(Operators, NnablaInterface):
         backend = "no data" if self._data is None else _backend.backend_name(self.xp)
         return f"Variable{name} ({self.label}, {backend})"
 
-    def _format(self, separator: str) -> str:
-        name = f" {self.name}" if self.name else ""
-        prefix = f"variable{name}("
-        if self._data is None:
-            return prefix + "None)"
-        body = numpy.array2string(_to_numpy(self._data), None, None, None, separator, prefix)
-        return f"{prefix}{body})"
-
-    def __repr__(self) -> str:
-        return self._format(", ")
-
-    def __str__(self) -> str:
-        return self._format(" ")
-
-    def summary(self) -> str:
-        """One-line summary: name (or address), shape, dtype and backend.
-
-        Examples
-        --------
-        >>> import numpy as np, agnograd
-        >>> agnograd.Variable(np.zeros((2, 3), np.float32), name="w").summary()
-        '<variable w: (2, 3), float32, numpy>'
-        """
-        who = self.name if self.name else f"at 0x{id(self):x}"
-        backend = "uninitialised" if self._data is None else _backend.backend_name(self.xp)
-        return f"<variable {who}: {self.label}, {backend}>"
-
-    def debug_print(self) -> str:
-        """Multi-line description: shape, dtype, backend, device and statistics.
-
-        Examples
-        --------
-        >>> import numpy as np, agnograd
-        >>> print(agnograd.Variable(np.array([1.0, 3.0]), name="v").debug_print())
-        <variable v: (2), float64, numpy>
-        - device: @numpy
-        - requires_grad: True
-        - data: mean=2.00000000, std=1.00000000
-        - grad: None
-        """
-        lines = [self.summary()]
-        if self._data is not None:
-            lines.append(f"- device: {self.device}")
-        lines.append(f"- requires_grad: {self.requires_grad}")
-        for what, arr in (("data", self._data), ("grad", self.grad)):
-            if arr is None:
-                lines.append(f"- {what}: None")
-                continue
-            values = _to_numpy(arr)
-            if values.dtype.kind in "fc" and values.size:
-                lines.append(f"- {what}: mean={values.mean():.8f}, std={values.std():.8f}")
-            else:
-                lines.append(f"- {what}: {values!r}")
-        return "\n".join(lines)
-
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> numpy.ndarray:
         """NumPy's conversion: refused while a gradient is expected, since NumPy code
         would compute on plain values and the gradient would silently be lost."""
@@ -823,7 +769,7 @@ class Variable(Operators, NnablaInterface):
                 "would compute without agnograd and the gradient would be lost. Use "
                 "array API functions (x.__array_namespace__()), or take x.array explicitly"
             )
-        return numpy.asarray(_to_numpy(self._data), dtype=dtype)
+        return numpy.asarray(to_numpy(self._data), dtype=dtype)
 
     # -- pickling ---------------------------------------------------------------
 
@@ -907,13 +853,3 @@ def _zeros(shape: tuple[int, ...], dtype: Any, device: Any) -> Any:
 
 def _rebuild(data: Any, grad: Any, name: str | None, requires_grad: bool) -> Variable:
     return Variable(data, name=name, grad=grad, requires_grad=requires_grad)
-
-
-def _to_numpy(array: Any) -> numpy.ndarray:
-    """A NumPy copy or view of any array, for printing only."""
-    for convert in (numpy.asarray, numpy.from_dlpack):
-        try:
-            return convert(array)
-        except Exception:  # e.g. GPU arrays refuse implicit host copies
-            continue
-    return numpy.from_dlpack(array_api_compat.to_device(array, "cpu"))

@@ -66,7 +66,8 @@ class FunctionHook:
 
 
 def _describe(values: Any) -> str:
-    from agnograd._variable import Variable, _label
+    from agnograd._backend import label
+    from agnograd._variable import Variable
 
     parts = []
     for v in values:
@@ -74,7 +75,7 @@ def _describe(values: Any) -> str:
             parts.append("None")
             continue
         data = v._data if isinstance(v, Variable) else v
-        parts.append(_label(tuple(data.shape), data.dtype))
+        parts.append(label(tuple(data.shape), data.dtype))
     return "[" + "; ".join(parts) + "]"
 
 

@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     (
         "graph core",
-        {"_variable", "_variable_operators", "_nnabla", "_function", "_engine"},
+        {"_variable", "_variable_operators", "_printing", "_nnabla", "_function", "_engine"},
     ),
     ("abstract evaluation", {"_abstract"}),
     (

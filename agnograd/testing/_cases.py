@@ -20,7 +20,7 @@ import array_api_compat
 import numpy
 from hypothesis import strategies as st
 
-from agnograd._variable import dtype_name
+from agnograd._backend import dtype_name
 from agnograd.testing._backends import dtype_label
 
 
