@@ -8,6 +8,8 @@ on some path, counts as much as one at the top of a module.
 from __future__ import annotations
 
 import ast
+import inspect
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -120,3 +122,40 @@ def test_the_graph_core_stands_on_its_own() -> None:
     assert {_name(p) for p in core} >= {"_variable", "_function", "_engine"}
     for path in core:
         assert all(layer_of(m) <= 1 for m in imports_of(path)), _name(path)
+
+
+def _defined_in_body(cls: type) -> set[str]:
+    """The names a class statement binds: methods, assignments, slots."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0]
+    assert isinstance(body, ast.ClassDef)
+    names: set[str] = set()
+    for node in ast.walk(body):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node in body.body:
+            names.add(node.name)
+        elif isinstance(node, ast.Assign) and node in body.body:
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and node in body.body and node.value is not None:
+            names.add(node.target.id)  # type: ignore[union-attr]
+    names.update(getattr(cls, "__slots__", ()))
+    return names
+
+
+# What Python itself puts in a class's namespace.
+_AUTOMATIC = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__",
+              "__annotations__", "__firstlineno__", "__static_attributes__"}  # fmt: skip
+
+
+def test_variable_is_defined_in_one_place() -> None:
+    # Everything Variable and its mixins hold comes from their class statements:
+    # the layers above the core fill in extension points, they add no method.
+    import agnograd
+
+    for cls in agnograd.Variable.__mro__[:-1]:
+        added = set(vars(cls)) - _defined_in_body(cls) - _AUTOMATIC
+        assert not added, f"{cls.__name__} got {sorted(added)} from outside its class statement"
+    from agnograd import _extension
+
+    filled = (_extension.operators, _extension.namespace, _extension.transfer,
+              _extension.define_then_run)  # fmt: skip
+    assert None not in filled
