@@ -255,3 +255,25 @@ def test_a_borrowed_getset_descriptor_is_not_called_on_another_class():
     (y,) = Odd().apply((agnograd.Variable(np.array([1.0, 2.0])),))
     with pytest.raises(TypeError, match="doesn't apply to a 'Fake' object"):
         y.backward(grad=np.ones(2))
+
+
+def test_a_leaf_gradient_of_another_library_is_refused():
+    # A rule that returns a JAX array for a NumPy input must not leave x.grad a JAX
+    # array. (float32 here: a float64 leaf would first get JAX's warning that it
+    # truncates the cast to float64, then this error.)
+    jnp = pytest.importorskip("jax.numpy")
+
+    class OtherLibrary(agnograd.FunctionNode):
+        def forward(self, inputs):
+            return (inputs[0] * 1.0,)
+
+        def backward(self, indexes, grad_outputs):
+            return (jnp.ones(2),)
+
+    x = agnograd.Variable(np.ones(2, dtype=np.float32))
+    (y,) = OtherLibrary().apply((x,))
+    with pytest.raises(
+        TypeError, match=r"reached Variable .* is a jax.numpy array, not a numpy one"
+    ):
+        y.backward(grad=np.ones(2, dtype=np.float32))
+    assert x.grad is None
