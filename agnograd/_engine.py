@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from agnograd import _extension
-from agnograd._backend import backend_name, is_array, raw_namespace
+from agnograd._backend import is_array, raw_namespace
 from agnograd._config import HOOKS, MODE, using_config
 from agnograd._function import FunctionNode
 from agnograd._variable import Variable, VariableNode, clear_node_data
@@ -448,20 +448,6 @@ def _store_grad(node: VariableNode, g: Any) -> None:
         var._grad_var = g if isinstance(g, Variable) else Variable._new(g, False)
 
 
-def _check_library(g: Any, var: Variable) -> None:
-    """Refuse a leaf gradient of another library than the leaf's data (a rule's error)."""
-    data = var._data
-    if data is None or g.__class__ is data.__class__:
-        return
-    have, want = raw_namespace(g), raw_namespace(data)
-    if have is not want:
-        raise TypeError(
-            f"backward: the gradient that reached {var._describe()} is a "
-            f"{backend_name(have)} array, not a {backend_name(want)} one: a backward rule "
-            "returned an array of another library; convert it in the rule (from_dlpack)"
-        )
-
-
 def _accumulate_into_leaves(
     grads: dict[VariableNode, Any], double: bool, handed_out: set[int]
 ) -> None:
@@ -472,7 +458,9 @@ def _accumulate_into_leaves(
         if var is None:
             continue
         raw = g._data if isinstance(g, Variable) else g
-        _check_library(raw, var)
+        # A rule may have returned an array of another library or device: refuse it
+        # here rather than leave the leaf a gradient that does not fit its data.
+        var._check_grad(raw, "backward: the gradient computed for", any_dtype=True)
         if id(raw) in handed_out:
             # The same array reached two leaves (e.g. through `a + b`): give each its own.
             raw = raw_namespace(raw).asarray(raw, copy=True)

@@ -273,7 +273,7 @@ def test_a_leaf_gradient_of_another_library_is_refused():
     x = agnograd.Variable(np.ones(2, dtype=np.float32))
     (y,) = OtherLibrary().apply((x,))
     with pytest.raises(
-        TypeError, match=r"reached Variable .* is a jax.numpy array, not a numpy one"
+        TypeError, match=r"computed for Variable .* is a jax.numpy array but the data is a numpy"
     ):
         y.backward(grad=np.ones(2, dtype=np.float32))
     assert x.grad is None
