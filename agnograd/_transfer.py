@@ -31,7 +31,7 @@ _origins: dict[int, tuple[weakref.ref[Variable], Device]] = {}
 # Variable methods
 
 
-def _device(self: Variable) -> Device | None:
+def device(self: Variable) -> Device | None:
     """``Variable.device``."""
     data = self._data
     return None if data is None else device_of(data)

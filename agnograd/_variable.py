@@ -595,7 +595,7 @@ class Variable(Operators, Printing, NnablaInterface):
         >>> agnograd.Variable(np.ones(2)).device
         Device('@numpy')
         """
-        return _extension.transfer._device(self)
+        return _extension.transfer.device(self)
 
     def to_device(self, device: Any, /, *, stream: Any = None) -> Variable:
         """Move the data and the gradient to ``device``, in place; return the Variable.
