@@ -60,7 +60,7 @@ def test_inputs_and_gradients_keep_their_reference_counts(backend):
 
 def test_forward_error_names_the_function():
     x = agnograd.Variable(np.ones(3))
-    with pytest.raises(ValueError, match="operands could not be broadcast") as info:
+    with pytest.raises(ValueError) as info:  # noqa: PT011 - NumPy's words; the note is ours
         _ = x + np.ones(4)
     notes = info.value.__notes__
     assert "in agnograd Add.forward with inputs (3), float64, (4), float64" in notes
@@ -240,7 +240,7 @@ def test_gradients_returned_as_an_array_are_checked_like_any_other():
     assert (x.grad.shape, x.grad.dtype, x.grad.tolist()) == ((3,), np.float64, [2.0, 2.0, 2.0])
 
 
-def test_a_borrowed_getset_descriptor_is_not_called_on_another_class():
+def test_a_gradient_that_only_looks_like_an_array_is_a_type_error():
     class Fake:  # holds ndarray's descriptors without being an ndarray
         shape = np.ndarray.__dict__["shape"]
         dtype = np.ndarray.__dict__["dtype"]
@@ -253,8 +253,9 @@ def test_a_borrowed_getset_descriptor_is_not_called_on_another_class():
             return (Fake(),)
 
     (y,) = Odd().apply((agnograd.Variable(np.array([1.0, 2.0])),))
-    with pytest.raises(TypeError, match="doesn't apply to a 'Fake' object"):
+    with pytest.raises(TypeError):  # Python's own: the descriptors refuse a Fake
         y.backward(grad=np.ones(2))
+    assert y.creator is not None  # the graph is intact
 
 
 def test_a_leaf_gradient_of_another_library_is_refused():
