@@ -62,7 +62,7 @@ class VariableNode:
         self.creator_node: FunctionNode | None = None
         self._data: Any = None
         self.name = name
-        self.requires_grad = requires_grad
+        self.requires_grad = bool(requires_grad)  # the engine looks its indexes up by it
         self.rank = 0
         data = variable._data
         self.shape = None if data is None else tuple(data.shape)

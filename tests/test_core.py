@@ -278,3 +278,12 @@ def test_a_leaf_gradient_of_another_library_is_refused():
     ):
         y.backward(grad=np.ones(2, dtype=np.float32))
     assert x.grad is None
+
+
+def test_requires_grad_given_as_any_truth_value():
+    x = agnograd.Variable(np.ones(2), requires_grad=np.True_)
+    w = agnograd.Variable(np.full(2, 3.0), requires_grad="yes")
+    F.sum(x * w).backward()
+    assert x.requires_grad is True
+    np.testing.assert_array_equal(x.grad, [3.0, 3.0])
+    np.testing.assert_array_equal(w.grad, [1.0, 1.0])
