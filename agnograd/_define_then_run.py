@@ -60,7 +60,7 @@ def apply_deferred(
             x = as_constant(x)
         node = x._node
         if node.creator_node is None and node._data is None and x._data is not None:
-            # The graph runs later: it must hold its leaves' arrays itfunc.
+            # The graph runs later: it must hold its leaves' arrays itself.
             node._data = x._data
         nodes.append(node)
         requires_grad = requires_grad or node.requires_grad
