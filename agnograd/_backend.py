@@ -14,8 +14,24 @@ import importlib.util
 from typing import Any
 
 import array_api_compat
+import numpy
 
 _SCALARS = (bool, int, float, complex)
+
+#: The types an operation takes as a scalar argument (``x * 2.0``, ``xp.add(x, 1)``):
+#: Python's numbers and NumPy's scalars. A NumPy scalar (``numpy.float64(2.0)``, as
+#: ``finfo(...).eps`` gives) goes to the library as it is, so torch and JAX treat it
+#: as a Python scalar and NumPy and Dask promote with it, as each does on its own.
+#: Where it is data (the input of a function, a Variable's array) it is NumPy's
+#: 0-d array, as NumPy's reductions return it.
+SCALARS = frozenset(
+    {bool, int, float, complex}
+    | {
+        t
+        for t in numpy.sctypeDict.values()
+        if issubclass(t, (numpy.bool_, numpy.number)) and not issubclass(t, numpy.timedelta64)
+    }
+)
 
 # type(array) -> raw array API namespace; filled on first sight of each type so the
 # hot path is one dict lookup instead of array_api_compat's scan.
@@ -108,6 +124,39 @@ def register_wrapper(cls: type) -> None:
 def is_wrapper(obj: Any) -> bool:
     """Whether ``obj`` wraps an array (a Variable): its ``array`` is the raw one."""
     return any(isinstance(obj, w) for w in _wrappers)
+
+
+def known_shape(shape: Any) -> bool:
+    """Whether every length of ``shape`` is known (Dask gives ``nan`` for a length it
+    knows only after computing, some libraries ``None``).
+
+    Examples
+    --------
+    >>> from agnograd._backend import known_shape
+    >>> known_shape((2, 3)), known_shape((float("nan"), 3))
+    (True, False)
+    """
+    return all(n is not None and n == n for n in shape)
+
+
+def same_shape(a: Any, b: Any, *, broadcast: bool = False) -> bool:
+    """Whether shapes ``a`` and ``b`` agree where both are known (Dask leaves a length
+    it cannot know before computing as ``nan``, others as ``None``); with
+    ``broadcast``, a length 1 in ``a`` agrees with any length in ``b``.
+
+    Examples
+    --------
+    >>> from agnograd._backend import same_shape
+    >>> same_shape((2, float("nan")), (2, 3)), same_shape((1, 3), (4, 3), broadcast=True)
+    (True, True)
+    """
+    a, b = tuple(a), tuple(b)
+    if a == b:
+        return True
+    return len(a) == len(b) and all(
+        m == n or m is None or n is None or m != m or n != n or (broadcast and m == 1)
+        for m, n in zip(a, b, strict=True)
+    )
 
 
 def is_array(obj: Any) -> bool:

@@ -57,7 +57,7 @@ def apply_deferred(
     rank = 0
     for x in inputs:
         if not isinstance(x, Variable):
-            x = as_constant(x)
+            x = as_constant(x, func)
         node = x._node
         if node.creator_node is None and node._data is None and x._data is not None:
             # The graph runs later: it must hold its leaves' arrays itself.

@@ -10,11 +10,14 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+import numpy
+
 from agnograd import _extension
-from agnograd._backend import is_array, raw_namespace
+from agnograd._backend import _namespaces, backend_name, is_array, label, raw_namespace, same_shape
 from agnograd._config import HOOKS, MODE, using_config
 from agnograd._function import FunctionNode
 from agnograd._variable import Variable, VariableNode, clear_node_data
@@ -60,6 +63,7 @@ def backward(
     with (
         using_config("enable_backprop", enable_double_backprop),
         using_config("auto_forward", True),
+        _quiet(),
     ):
         results = _run(seeds, enable_double_backprop, retain_grad, None, clear_buffer)
     _accumulate_into_leaves(results, enable_double_backprop, seen)
@@ -116,6 +120,7 @@ def grad(
     with (
         using_config("enable_backprop", enable_double_backprop),
         using_config("auto_forward", True),
+        _quiet(),
     ):
         results = _run(seeds, enable_double_backprop, retain_grad, targets, False)
         gxs: list[Variable | None] = []
@@ -131,6 +136,13 @@ def grad(
         for x, gx in zip(inputs, gxs, strict=True):
             x._grad_var = gx
     return gxs
+
+
+# Rules divide by zero where a derivative is infinite (sqrt at 0) and give inf or
+# nan there, as torch does; NumPy's warnings about it would be errors in a suite run
+# with -W error. numpy.errstate is a context variable: other threads are untouched.
+def _quiet() -> numpy.errstate:
+    return numpy.errstate(divide="ignore", invalid="ignore", over="ignore")
 
 
 # ---------------------------------------------------------------------------------
@@ -195,7 +207,7 @@ def _sum_to(gx: Any, shape: tuple[int, ...], func: FunctionNode, index: int) -> 
     """Sum a broadcast gradient back to its input's shape (rules never unbroadcast)."""
     xp = raw_namespace(gx) if not isinstance(gx, Variable) else gx.__array_namespace__()
     lead = len(gx.shape) - len(shape)
-    bad = lead < 0 or any(s != 1 and s != g for s, g in zip(shape, gx.shape[lead:], strict=True))
+    bad = lead < 0 or not same_shape(shape, gx.shape[lead:], broadcast=True)
     if bad:
         raise ValueError(
             f"backward of {func.label} returned a gradient of shape {tuple(gx.shape)} for "
@@ -276,23 +288,41 @@ def _run(
             indexes = _indexes(in_nodes, targets, relevant)
         if not indexes:
             continue
-        if special or func._local_hooks or func.backward_receives_variables:
-            gxs = _call_backward(func, in_nodes, indexes, gys, double)
-        else:
-            gxs = func.backward(indexes, gys)
+        xp = func.xp
+        try:
+            if special or func._local_hooks or func.backward_receives_variables:
+                gxs = _call_backward(func, in_nodes, indexes, gys, double)
+            elif (
+                func._defined_outside
+                and _refuses_variables.get(xp) is not False
+                and _refuses(xp, gys)
+            ):
+                gxs = _call_backward(func, in_nodes, indexes, gys, double, True)
+            else:
+                gxs = func.backward(indexes, gys)
+        except Exception as error:
+            error.add_note(f"in agnograd {func.label}.backward with gradients {_describe(gys)}")
+            raise
         del gys
         if clear_buffer:
             _free(func, keep)
+        if gxs.__class__ is not tuple:
+            gxs = _gradient_tuple(func, gxs)
         if len(gxs) != len(indexes):
             gxs = _of_targets(func, gxs, indexes, len(in_nodes))
         for i, gx in zip(indexes, gxs):  # noqa: B905 - lengths checked above
             if gx is None:
                 continue
-            if double:
-                if not isinstance(gx, Variable):
+            if gx.__class__ is Variable:
+                raw = gx._data
+                if not double:
+                    gx = raw
+            else:
+                raw = gx
+                if double:
                     gx = Variable._new(gx, False)
-            elif gx.__class__ is Variable:
-                gx = gx._data
+            if _namespaces.get(raw.__class__) is not xp:  # of another library, or no array
+                _check_gradient(func, i, raw, xp)
             x = in_nodes[i]
             if x.moved:  # a leaf moved since the graph used it (to_device, to_chx)
                 gx = _follow_data(x, gx)
@@ -395,10 +425,12 @@ def _call_backward(
     indexes: tuple[int, ...],
     gys: Sequence[Any],
     double: bool = False,
+    as_variables: bool = False,
 ) -> Any:
     """``func.backward`` with what the common case skips: Variables for a node that
-    asks for them (and in double backprop), and function hooks around the call."""
-    as_variables = double or func.backward_receives_variables
+    asks for them (and in double backprop, and where the library's arrays refuse a
+    Variable on their right), and function hooks around the call."""
+    as_variables = as_variables or double or func.backward_receives_variables
     if as_variables:
         func._variables_in_backward = True
         if not double:
@@ -414,6 +446,60 @@ def _call_backward(
     for hook in hooks:
         hook.backward_postprocess(func, in_nodes, gys)
     return gxs
+
+
+# Namespace -> whether its arrays raise on a Variable to their right (``gy * F.f(x)``)
+# instead of leaving the operator to the Variable (array-api-strict does). Their
+# nodes' backward then gets Variables, so that such code works as on other libraries.
+_refuses_variables: dict[Any, bool] = {}
+
+
+def _refuses(xp: Any, gys: Sequence[Any]) -> bool:
+    """Whether ``xp``'s arrays refuse Variables, tried once on a gradient of ``gys``."""
+    known = _refuses_variables.get(xp)
+    if known is None:
+        array = next(g for g in gys if g is not None)
+        try:
+            known = (array * Variable._new(array, False)).__class__ is not Variable
+        except TypeError:
+            known = True
+        _refuses_variables[xp] = known
+    return known
+
+
+def _gradient_tuple(func: FunctionNode, gxs: Any) -> tuple[Any, ...]:
+    """What ``backward`` returned, as a tuple: a list or tuple is taken, anything
+    else refused with the node's name."""
+    if not isinstance(gxs, list | tuple):
+        raise TypeError(
+            f"backward of {func.label} returned {type(gxs).__name__}; it must return a "
+            "tuple with one gradient (an array, a Variable or None) per target input"
+        )
+    return tuple(gxs)
+
+
+def _check_gradient(func: FunctionNode, index: int, gx: Any, xp: Any) -> None:
+    """Raise unless ``gx`` is an array of ``xp``, the library of ``func``'s inputs."""
+    if not is_array(gx):
+        raise TypeError(
+            f"backward of {func.label} returned {type(gx).__name__} as the gradient of "
+            f"input {index}; expected a {backend_name(xp)} array, a Variable or None"
+        )
+    other = raw_namespace(gx)
+    if other is not xp:
+        raise TypeError(
+            f"backward of {func.label} returned a {backend_name(other)} array as the "
+            f"gradient of input {index}, which is a {backend_name(xp)} array; return arrays of the "
+            "inputs' library"
+        )
+
+
+def _describe(gys: Sequence[Any]) -> str:
+    parts = []
+    for g in gys:
+        raw = g._data if isinstance(g, Variable) else g
+        parts.append("None" if raw is None else label(tuple(raw.shape), raw.dtype))
+    return "(" + "; ".join(parts) + ")"
 
 
 def _follow_data(node: VariableNode, gx: Any) -> Any:
@@ -448,6 +534,11 @@ def _store_grad(node: VariableNode, g: Any) -> None:
         var._grad_var = g if isinstance(g, Variable) else Variable._new(g, False)
 
 
+# Held while a leaf's gradient is read, added to and stored, so that backward
+# passes in several threads into one leaf lose no update.
+_leaf_lock = threading.Lock()
+
+
 def _accumulate_into_leaves(
     grads: dict[VariableNode, Any], double: bool, handed_out: set[int]
 ) -> None:
@@ -466,10 +557,11 @@ def _accumulate_into_leaves(
             raw = raw_namespace(raw).asarray(raw, copy=True)
             g = Variable._new(raw, False) if not isinstance(g, Variable) else g * 1
         handed_out.add(id(raw))
-        prev = var._grad_var
-        if prev is None:
-            var._grad_var = g if isinstance(g, Variable) else Variable._new(g, False)
-        elif double:
-            var._grad_var = prev + g
-        else:
-            var._grad_var = Variable._new(prev._data + raw, False)
+        with _leaf_lock:
+            prev = var._grad_var
+            if prev is None:
+                var._grad_var = g if isinstance(g, Variable) else Variable._new(g, False)
+            elif double:
+                var._grad_var = prev + g
+            else:
+                var._grad_var = Variable._new(prev._data + raw, False)

@@ -9,7 +9,7 @@ from typing import Any
 from agnograd import _backend, _extension, _versions
 from agnograd._backend import _namespaces, label
 from agnograd._config import HOOKS, MODE
-from agnograd._variable import Variable, VariableNode, _new_variable
+from agnograd._variable import Variable, VariableNode, _new_variable, _refuse_foreign_graph
 
 _weakref = weakref.ref
 
@@ -62,8 +62,18 @@ class FunctionNode:
     differentiable = True
 
     #: Set to True in a subclass whose ``backward`` needs Variables (for example
-    #: Chainer-style code reading ``gy.array``) even in ordinary backprop.
+    #: Chainer-style code reading ``gy.array``) even in ordinary backprop. On a
+    #: library whose arrays refuse any operand but their own (array-api-strict), the
+    #: ``backward`` of a node defined outside agnograd receives Variables anyway, so
+    #: that ``gy * F.sigmoid(x)`` works there as it does on the others.
     backward_receives_variables = False
+
+    # Whether the class was defined outside agnograd (set for each subclass).
+    _defined_outside = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._defined_outside = not cls.__module__.startswith("agnograd.")
 
     @property
     def label(self) -> str:
@@ -97,6 +107,8 @@ class FunctionNode:
         """
         hooks: Any  # this thread's mapping of hooks, then the list of all that apply
         enable_backprop, auto_forward, hooks = MODE.get()
+        if inputs.__class__ is not tuple and inputs.__class__ is not list:
+            inputs = _input_sequence(self, inputs)
         if not auto_forward:
             return _extension.define_then_run.apply_deferred(self, inputs, enable_backprop)  # type: ignore[no-any-return]
         # The hot path of every operation: one input gives tuples at once, several
@@ -106,7 +118,7 @@ class FunctionNode:
         if len(inputs) == 1:
             x = inputs[0]
             if not isinstance(x, Variable):
-                x = as_constant(x)
+                x = as_constant(x, self)
             node = x._node
             data = x._data
             nodes = (node,)
@@ -122,7 +134,7 @@ class FunctionNode:
             xp = None
             for x in inputs:
                 if not isinstance(x, Variable):
-                    x = as_constant(x)
+                    x = as_constant(x, self)
                 node = x._node
                 data = x._data
                 nodes.append(node)
@@ -147,12 +159,23 @@ class FunctionNode:
         except Exception as error:
             _forward_failed(error, self, arrays)
             raise
+        if (
+            outputs.__class__ is not tuple
+            or len(outputs) != 1
+            or outputs[0].__class__ not in _namespaces
+        ):
+            outputs = _output_tuple(self, outputs)
         if hooks:
             for hook in hooks:
                 hook.forward_postprocess(self, arrays)
 
         if not (requires_grad and enable_backprop and self.differentiable):
             return tuple([_new_variable(y, False, None, 0) for y in outputs])
+        if self.inputs is not None:
+            raise RuntimeError(
+                f"{self.label}.apply: this node is already part of a graph (a node records "
+                "one application); create a new instance for each call"
+            )
         self.rank = rank
         self.inputs = nodes if nodes.__class__ is tuple else tuple(nodes)
         rank += 1
@@ -310,12 +333,51 @@ def _freed_message(func: FunctionNode, what: str) -> str:
     )
 
 
-def as_constant(x: Any) -> Variable:
+def as_constant(x: Any, func: FunctionNode) -> Variable:
+    """A raw array given to ``func`` as an input: a Variable that requires no gradient."""
     if not _backend.is_array(x):
         raise TypeError(
-            f"expected a Variable or an array of an array API library, got {type(x).__name__} {x!r}"
+            f"{func.label}: expected a Variable or an array of an array API library as "
+            f"input, got {type(x).__name__} {x!r}"
         )
+    _refuse_foreign_graph(x, f"{func.label}: an input")
     return Variable._new(x, False)
+
+
+def _input_sequence(func: FunctionNode, inputs: Any) -> tuple[Any, ...]:
+    """``inputs`` as a tuple, refusing a lone Variable or array (``apply(x)`` for
+    ``apply((x,))``), which would otherwise be taken apart row by row."""
+    if isinstance(inputs, Variable) or _backend.is_array(inputs):
+        raise TypeError(
+            f"{func.label}.apply(inputs): inputs must be a tuple or list of Variables or "
+            f"arrays, got a single {type(inputs).__name__}; write apply((x,))"
+        )
+    try:
+        return tuple(inputs)
+    except TypeError:
+        raise TypeError(
+            f"{func.label}.apply(inputs): inputs must be a tuple or list of Variables or "
+            f"arrays, got {type(inputs).__name__}"
+        ) from None
+
+
+def _output_tuple(func: FunctionNode, outputs: Any) -> tuple[Any, ...]:
+    """What ``forward`` returned, as a tuple of arrays: a list is taken, anything else
+    refused (a bare array would be split into its rows)."""
+    if isinstance(outputs, list | tuple):
+        outputs = tuple(outputs)
+    else:
+        raise TypeError(
+            f"{func.label}.forward must return a tuple of arrays (one per output), got "
+            f"{type(outputs).__name__}; write `return (y,)` for a single output"
+        )
+    for i, y in enumerate(outputs):
+        if not _backend.is_array(y):
+            raise TypeError(
+                f"{func.label}.forward returned {type(y).__name__} as output {i}; "
+                "expected an array of the inputs' library"
+            )
+    return outputs  # type: ignore[no-any-return]
 
 
 def _forward_failed(error: Exception, func: FunctionNode, arrays: tuple[Any, ...]) -> None:

@@ -36,6 +36,11 @@ class NnablaInterface:
         array: Any
         grad: Any
 
+        @property
+        def requires_grad(self) -> bool: ...
+        @requires_grad.setter
+        def requires_grad(self, value: bool) -> None: ...
+
     @classmethod
     def from_numpy_array(cls, data: Any, grad: Any = None, need_grad: bool | None = None) -> Self:
         """A new Variable holding a copy of ``data`` (and of ``grad``), nnabla's API.
@@ -129,7 +134,7 @@ class NnablaInterface:
 
     @need_grad.setter
     def need_grad(self, value: bool) -> None:
-        self._node.requires_grad = bool(value)
+        self.requires_grad = value
 
     @property
     def parent(self) -> FunctionNode | None:

@@ -13,15 +13,13 @@ from typing import Any
 
 from agnograd import _extension
 from agnograd import functions as F
-from agnograd._backend import is_array
+from agnograd._backend import SCALARS, is_array
 from agnograd._config import no_backprop_mode
 from agnograd._inplace import inplace, setitem  # noqa: F401 - setitem is an operator
 from agnograd._variable import Variable
 from agnograd.functions import _elementwise as E
 from agnograd.functions._core import apply_nondifferentiable
 from agnograd.functions._table import DIFFERENTIABLE, NON_DIFFERENTIABLE
-
-_SCALARS = (bool, int, float, complex)
 
 
 def _comparison(name: str, op: Any) -> Any:
@@ -31,7 +29,7 @@ def _comparison(name: str, op: Any) -> Any:
     compute.__name__ = name
 
     def compare(self: Variable, other: Any) -> Any:
-        if not isinstance(other, Variable) and type(other) not in _SCALARS and not is_array(other):
+        if not isinstance(other, Variable) and type(other) not in SCALARS and not is_array(other):
             return NotImplemented
         return apply_nondifferentiable(compute, (self, other), {})
 

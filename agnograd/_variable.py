@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import array_api_compat
@@ -165,8 +165,11 @@ class Variable(Operators, Printing, NnablaInterface):
         Name shown in ``repr``, hooks and debug output.
     grad : array, optional
         Initial gradient; same shape, dtype, backend and device as ``data``.
-    requires_grad : bool
-        Whether backprop computes a gradient for this Variable.
+    requires_grad : bool, optional
+        Whether backprop computes a gradient for this Variable: by default, when
+        the data is of a floating-point or complex dtype (or not given yet). Integer
+        and boolean data cannot require one, as in torch and JAX: their gradient
+        would be cast to their dtype and silently lost.
     shape, need_grad, dtype, device : optional, keyword-only
         nnabla's form, for define-then-run inputs: ``Variable(shape=(2, 3))``
         allocates zeros of that shape (``dtype`` float32 by default, on ``device``,
@@ -202,7 +205,7 @@ class Variable(Operators, Printing, NnablaInterface):
         *,
         name: str | None = None,
         grad: Any = None,
-        requires_grad: bool = True,
+        requires_grad: bool | None = None,
         shape: Sequence[int] | None = None,
         need_grad: bool | None = None,
         dtype: Any = None,
@@ -226,6 +229,8 @@ class Variable(Operators, Printing, NnablaInterface):
                 f"{type(data).__name__}; convert Python values first, e.g. "
                 "Variable(numpy.asarray(value))"
             )
+        _refuse_foreign_graph(data, "Variable(data)")
+        requires_grad = _can_require_grad(data, requires_grad, "Variable")
         self._data = data
         self._grad_var = None
         self._node = VariableNode(self, name, requires_grad=requires_grad)
@@ -259,6 +264,7 @@ class Variable(Operators, Printing, NnablaInterface):
                 f"Variable.array: expected an array of an array API library or None, "
                 f"got {type(data).__name__}"
             )
+        _refuse_foreign_graph(data, "Variable.array")
         self._data = data
         node = self._node
         node.shape = None if data is None else tuple(data.shape)
@@ -367,7 +373,7 @@ class Variable(Operators, Printing, NnablaInterface):
                 f"gradient dtype {dtype_name(g.dtype)} differs from data dtype "
                 f"{dtype_name(data.dtype)}; cast it with xp.astype",
             )
-        if tuple(g.shape) != tuple(data.shape):
+        if not _backend.same_shape(g.shape, data.shape):
             raise self._grad_error(
                 what,
                 ValueError,
@@ -451,7 +457,7 @@ class Variable(Operators, Printing, NnablaInterface):
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
-        self._node.requires_grad = bool(value)
+        self._node.requires_grad = _can_require_grad(self._data, value, "Variable.requires_grad")
 
     def set_creator(self, gen_func: FunctionNode) -> None:
         """Record ``gen_func`` as the creator (same as :meth:`set_creator_node`)."""
@@ -755,6 +761,31 @@ class Variable(Operators, Printing, NnablaInterface):
             raise TypeError("len() of a 0-d Variable is undefined (it has no first axis)")
         return int(shape[0])
 
+    def __iter__(self) -> Iterator[Variable]:
+        """The rows ``x[0], x[1], ...``, each in the graph (a 0-d Variable has none).
+
+        Defined so that iteration stops after the first axis even on libraries whose
+        indexing never raises ``IndexError`` (JAX clamps out-of-range indices).
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> [row.array for row in agnograd.Variable(np.array([[1.0], [2.0]]))]
+        [array([1.]), array([2.])]
+        """
+        if self._data is not None and not self._data.shape:
+            raise TypeError("iteration over a 0-d Variable (it has no first axis to iterate over)")
+        return (self[i] for i in range(len(self)))
+
+    def __contains__(self, value: Any) -> bool:
+        """Whether some element equals ``value`` (NumPy's ``value in x``)."""
+        data = self._data
+        if data is None:
+            raise RuntimeError(f"`in` of {self._describe()}, which holds no data yet")
+        raw_value = value._data if isinstance(value, Variable) else value
+        xp = raw_namespace(data)
+        return bool(xp.any(data == raw_value))
+
     def _describe(self) -> str:
         name = f" {self.name!r}" if self.name else ""
         backend = "no data" if self._data is None else _backend.backend_name(self.xp)
@@ -840,6 +871,35 @@ def clear_node_data(node: VariableNode) -> None:
     var = node._variable()
     if var is not None:
         var._data = None
+
+
+def _can_require_grad(data: Any, requested: bool | None, op: str) -> bool:
+    """Whether a Variable of ``data`` requires a gradient when ``requested`` (``None``:
+    the default, which follows the dtype); asking for one on integer or boolean data
+    is an error."""
+    if data is None:
+        return True if requested is None else bool(requested)
+    floating = raw_namespace(data).isdtype(data.dtype, ("real floating", "complex floating"))
+    if requested is None:
+        return bool(floating)
+    if requested and not floating:
+        raise TypeError(
+            f"{op}: requires_grad=True needs floating-point or complex data, got "
+            f"{dtype_name(data.dtype)} (its gradient would be cast to integers and lost); "
+            "cast it first, e.g. xp.astype(x, xp.float64), or leave requires_grad unset"
+        )
+    return bool(requested)
+
+
+def _refuse_foreign_graph(data: Any, op: str) -> None:
+    """Refuse an array that records a graph of its own library (a torch tensor with
+    ``requires_grad=True``): agnograd's backward would never reach that graph."""
+    if getattr(data, "requires_grad", False) is True:
+        raise TypeError(
+            f"{op}: the {type(data).__module__.split('.')[0]} array requires a gradient in "
+            "its own library's autograd, whose graph agnograd's backward cannot reach; "
+            "pass a detached array (tensor.detach()) and let agnograd compute the gradient"
+        )
 
 
 def _zeros(shape: tuple[int, ...], dtype: Any, device: Any) -> Any:

@@ -33,12 +33,12 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from agnograd._backend import SCALARS
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
 from agnograd.functions._core import ARRAY, nondifferentiable, unary
 
-_SCALARS = (bool, int, float, complex)
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 
@@ -63,7 +63,7 @@ def _is_complex(a: Any) -> bool:
 
 def _c(xp: Any, a: Any) -> Any:
     """``conj(a)`` for complex arrays, ``a`` itself for real ones and Python scalars."""
-    if type(a) in _SCALARS:
+    if type(a) in SCALARS:
         return a.conjugate()
     # Every rule calls this: the cache of _is_complex is read here without a call.
     dtype = a.dtype
@@ -665,7 +665,7 @@ def _binary(
     ``negate``) when ``x2`` is a Python scalar."""
 
     def apply(x1: Any, x2: Any, /) -> Variable:
-        if type(x2) in _SCALARS:
+        if type(x2) in SCALARS:
             return scalar_node(-x2 if negate else x2).apply((x1,))[0]
         return node().apply((x1, x2))[0]
 
@@ -689,7 +689,7 @@ def add(x1: Any, x2: Any, /) -> Variable:
     >>> F.add(np.array([1.0]), 2.0)
     variable([3.])
     """
-    if type(x1) in _SCALARS:
+    if type(x1) in SCALARS:
         x1, x2 = x2, x1
     return _add(x1, x2)
 
@@ -703,7 +703,7 @@ def subtract(x1: Any, x2: Any, /) -> Variable:
     >>> F.subtract(1.0, np.array([3.0]))
     variable([-2.])
     """
-    if type(x1) in _SCALARS:
+    if type(x1) in SCALARS:
         return SubFromConstant(x1).apply((x2,))[0]
     return _sub(x1, x2)
 
@@ -717,7 +717,7 @@ def multiply(x1: Any, x2: Any, /) -> Variable:
     >>> F.multiply(np.array([1.5]), 2)
     variable([3.])
     """
-    if type(x1) in _SCALARS:
+    if type(x1) in SCALARS:
         x1, x2 = x2, x1
     return _mul(x1, x2)
 
@@ -731,7 +731,7 @@ def divide(x1: Any, x2: Any, /) -> Variable:
     >>> F.divide(1.0, np.array([4.0]))
     variable([0.25])
     """
-    if type(x1) in _SCALARS:
+    if type(x1) in SCALARS:
         return DivFromConstant(x1).apply((x2,))[0]
     return _div(x1, x2)
 
@@ -748,7 +748,7 @@ def pow(x1: Any, x2: Any, /) -> Variable:  # noqa: A001 - the standard's name
     >>> F.pow(np.array([3.0]), 2)
     variable([9.])
     """
-    if type(x1) in _SCALARS:
+    if type(x1) in SCALARS:
         return PowFromConstant(x1).apply((x2,))[0]
     return _pow(x1, x2)
 
@@ -799,7 +799,7 @@ def _binary_function(fn: str, rule: Any, doc: str, *, saves_y: bool = False) -> 
     node = type(cls_name, (Binary,), {"fn": fn, "rule": staticmethod(rule), "saves_y": saves_y})
 
     def apply(x1: Any, x2: Any, /) -> Variable:
-        s1, s2 = (x if type(x) in _SCALARS else ARRAY for x in (x1, x2))
+        s1, s2 = (x if type(x) in SCALARS else ARRAY for x in (x1, x2))
         if s1 is not ARRAY and s2 is not ARRAY:
             raise TypeError(f"{fn}: x1 and x2 are both Python scalars; make one of them an array")
         arrays = tuple(x for x, s in ((x1, s1), (x2, s2)) if s is ARRAY)
@@ -1021,7 +1021,7 @@ def clip(x: Any, /, min: Any = None, max: Any = None) -> Variable:  # noqa: A002
     >>> xp.sum(y).backward(); x.grad
     array([0., 1., 1., 0.])
     """
-    low, high = (b if b is None or type(b) in _SCALARS else ARRAY for b in (min, max))
+    low, high = (b if b is None or type(b) in SCALARS else ARRAY for b in (min, max))
     bounds = tuple(b for b, kind in ((min, low), (max, high)) if kind is ARRAY)
     return Clip(low, high).apply((x, *bounds))[0]
 

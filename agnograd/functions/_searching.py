@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from agnograd._backend import SCALARS
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
 from agnograd.functions._core import nondifferentiable, raw
 from agnograd.functions._set import apply_nondifferentiable_tuple
-
-_SCALARS = (bool, int, float, complex)
 
 
 class Where(FunctionNode):
@@ -62,8 +61,8 @@ def where(condition: Any, x1: Any, x2: Any, /) -> Variable:
     >>> F.sum(y).backward(); x.grad
     array([0., 1.])
     """
-    scalars = tuple(x if type(x) in _SCALARS else None for x in (x1, x2))
-    arrays = tuple(x for x in (x1, x2) if type(x) not in _SCALARS)
+    scalars = tuple(x if type(x) in SCALARS else None for x in (x1, x2))
+    arrays = tuple(x for x in (x1, x2) if type(x) not in SCALARS)
     if not arrays:
         raise TypeError("where: x1 and x2 are both Python scalars; make one of them an array")
     return Where(*scalars).apply((condition, *arrays))[0]

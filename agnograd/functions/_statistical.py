@@ -20,7 +20,7 @@ import builtins
 import math
 from typing import Any
 
-from agnograd._backend import raw_namespace
+from agnograd._backend import known_shape, raw_namespace
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
@@ -102,6 +102,9 @@ class Sum(FunctionNode):
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (x,) = inputs
+        if not self._retain_in and not known_shape(x.shape):
+            # A length Dask cannot know yet (nan): backward needs x to broadcast to.
+            self.retain_inputs((0,))
         fn = getattr(self.xp, self.fn)
         return (fn(x, axis=self.axis, keepdims=self.keepdims, **self.kwargs),)
 
@@ -115,13 +118,21 @@ class Sum(FunctionNode):
         if self.keepdims:
             return gy
         axes = self.axes
-        return namespace_of(gy).reshape(
-            gy, tuple(1 if i in axes else s for i, s in enumerate(shape))
-        )
+        xp = namespace_of(gy)
+        if not known_shape(shape):
+            for a in axes:
+                gy = xp.expand_dims(gy, axis=a)
+            return gy
+        return xp.reshape(gy, tuple(1 if i in axes else s for i, s in enumerate(shape)))
 
     def _spread(self, gy: Any) -> Any:
         """Broadcast the output gradient back over the reduced axes."""
-        return namespace_of(gy).broadcast_to(self._kept(gy), input_shape(self))
+        shape = input_shape(self)
+        xp = namespace_of(gy)
+        if not known_shape(shape):  # broadcast by adding zeros of the input's shape
+            (x,) = self.get_retained_inputs()
+            return self._kept(gy) + xp.zeros_like(x)
+        return xp.broadcast_to(self._kept(gy), shape)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (self._spread(grad_outputs[0]),)
