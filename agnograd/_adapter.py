@@ -87,6 +87,17 @@ class Adapter:
     data_pointer : callable, optional
         ``data_pointer(array) -> int or None``: address of the first element, used to
         verify that a view really shares memory.
+    memory : callable, optional
+        ``memory(array) -> object``: what owns the memory ``array`` reads, the same
+        object for every view of it (NumPy: the array at the end of ``.base``; see
+        :func:`base_root`). agnograd counts its in-place writes per memory, so a
+        write through one view invalidates the saved arrays sharing the buffer.
+        Without it each array is its own memory (right for immutable arrays).
+    write_count : callable, optional
+        ``write_count(array) -> int or None``: the library's own count of in-place
+        writes into ``array``'s memory, shared by its views (PyTorch's
+        ``Tensor._version``). agnograd records and compares it, which also catches
+        writes made outside agnograd; ``None`` for an array that has no count.
     views : bool
         Whether arrays of this library are buffers that DLPack can share (``False``
         for lazy libraries such as Dask).
@@ -115,6 +126,8 @@ class Adapter:
     view_problem: Callable[[Any], str | None] | None = None
     export_copy: Callable[[Any], Any] | None = None
     data_pointer: Callable[[Any], int | None] | None = None
+    memory: Callable[[Any], Any] | None = None
+    write_count: Callable[[Any], int | None] | None = None
     views: bool = True
 
     # -- ownership (never imports the library) ------------------------------------
@@ -227,6 +240,31 @@ class Adapter:
             return self.data_pointer(array)
         except Exception:
             return None
+
+    def get_memory(self, array: Any) -> Any:
+        """The object that owns ``array``'s memory (``array`` itself by default)."""
+        return array if self.memory is None else self.memory(array)
+
+
+def base_root(array: Any) -> Any:
+    """The array at the end of ``array.base`` links: the owner of a view's memory.
+
+    For libraries whose views name their base as NumPy does (NumPy, CuPy); a base
+    that is not an array (a ``memoryview``, a DLPack capsule) ends the chain.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from agnograd._adapter import base_root
+    >>> a = np.arange(6.0)
+    >>> base_root(a[1:].reshape(1, 5)[:, ::2]) is a, base_root(a) is a
+    (True, True)
+    """
+    while True:
+        base = getattr(array, "base", None)
+        if base is None or not hasattr(base, "base") or not hasattr(base, "shape"):
+            return array
+        array = base
 
 
 _NAMESPACES: dict[Adapter, Any] = {}

@@ -4,7 +4,11 @@ The same FunctionNodes and rules serve both styles; only when forward runs
 differs. With auto-forward off, ``FunctionNode.apply`` links the graph and infers
 shapes; :func:`forward_all` later runs the forwards in topological order, reading
 each input from its node and storing each output in its node, so intermediate
-results exist even when no Python Variable refers to them.
+results exist even when no Python Variable refers to them. Each node records the
+versions of the arrays it keeps for backward as it runs, as ``apply`` does, so a
+write made after ``forward_all`` (a parameter update) makes backward raise, and
+one made before it does not. Writes in the graph (``x[key] = value``) go into a
+copy (see :mod:`agnograd._inplace`).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from agnograd import _extension
+from agnograd import _extension, _versions
 from agnograd._abstract import Abstract, DataDependentError
 from agnograd._backend import raw_namespace
 from agnograd._function import FunctionNode, as_constant, mixed_backends
@@ -161,8 +165,14 @@ def forward_all(
         wanted = not clear_buffer and not (
             clear_no_need_grad and not any(n.requires_grad for n in in_nodes)
         )
-        func._saved_inputs = tuple([arrays_t[i] for i in func._retain_in]) if wanted else None
-        func._saved_outputs = tuple([outputs[i] for i in func._retain_out]) if wanted else None
+        saved_in = tuple([arrays_t[i] for i in func._retain_in]) if wanted else None
+        saved_out = tuple([outputs[i] for i in func._retain_out]) if wanted else None
+        func._saved_inputs, func._saved_outputs = saved_in, saved_out
+        # What apply does: versions as the forward saw them, so that only later writes
+        # make backward raise (and none recorded in an earlier run stays).
+        func._saved_versions = None
+        if wanted and (_versions.versions or func.xp not in _versions.uncounted):
+            func._saved_versions = _versions.record(func.xp, saved_in or (), saved_out or ())
         for ref, y in zip(func.outputs or (), outputs, strict=True):
             out = ref()
             if out is not None:

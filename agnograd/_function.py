@@ -200,7 +200,9 @@ class FunctionNode:
         if retain:
             keep_all = retain == _IN_ORDER.get(len(outputs)) and outputs.__class__ is tuple
             self._saved_outputs = outputs if keep_all else tuple([outputs[i] for i in retain])
-        if _versions.versions:  # some array was written in place: remember versions
+        # Versions, once some array was written in place, and always for a library
+        # that counts writes itself (PyTorch): see agnograd._versions.
+        if _versions.versions or xp not in _versions.uncounted:
             _record_versions(self)
         return results  # type: ignore[no-any-return]
 
@@ -239,8 +241,8 @@ class FunctionNode:
         saved = self._saved_inputs
         if saved is None:
             raise RuntimeError(_freed_message(self, "inputs"))
-        if _versions.versions:
-            recorded = self._saved_versions
+        recorded = self._saved_versions
+        if recorded is not None or _versions.versions:
             _versions.check(self, "input", saved, None if recorded is None else recorded[0])
         if not self._variables_in_backward:
             return saved
@@ -255,8 +257,8 @@ class FunctionNode:
         saved = self._saved_outputs
         if saved is None:
             raise RuntimeError(_freed_message(self, "outputs"))
-        if _versions.versions:
-            recorded = self._saved_versions
+        recorded = self._saved_versions
+        if recorded is not None or _versions.versions:
             _versions.check(self, "output", saved, None if recorded is None else recorded[1])
         if not self._variables_in_backward:
             return saved
@@ -385,9 +387,8 @@ def _forward_failed(error: Exception, func: FunctionNode, arrays: tuple[Any, ...
 
 
 def _record_versions(func: FunctionNode) -> None:
-    func._saved_versions = (
-        _versions.of(func._saved_inputs or ()),
-        _versions.of(func._saved_outputs or ()),
+    func._saved_versions = _versions.record(
+        func.xp, func._saved_inputs or (), func._saved_outputs or ()
     )
 
 

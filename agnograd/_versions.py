@@ -1,46 +1,127 @@
-"""Version counters for arrays that agnograd writes in place (``x[key] = v``).
+"""Version counters: backward raises if an array it saved was overwritten since.
 
-A FunctionNode that keeps an array for backward records its version; if the
-array is overwritten afterwards, backward raises instead of using the new values.
-Arrays never written in place cost nothing: while no write has happened, the
-registry is empty and neither saving nor reading checks anything.
+A FunctionNode that keeps arrays for backward records their versions when its
+forward runs; backward compares them with the versions now and raises instead of
+computing a gradient from values that the forward never saw.
+
+Versions belong to memory, not to array objects: a write through any view counts
+for the buffer behind it, so every saved array that shares that buffer sees it.
+Like PyTorch's one counter per storage this is conservative: a write anywhere in a
+buffer invalidates every saved view of it, even a view of elements that the write
+did not touch. Each library's adapter says what owns an array's memory
+(``Adapter.memory``: NumPy and CuPy follow ``.base``, array-api-strict its wrapped
+NumPy array). Where the library counts writes itself (``Adapter.write_count``:
+PyTorch's ``Tensor._version``, shared by views), its count is recorded, so writes
+made behind agnograd's back (``v.array[0] = 1``) are caught too; elsewhere only
+agnograd's own writes (``x[key] = value`` on a Variable) count. JAX arrays are
+immutable and a Dask write builds a new graph, so they share nothing.
+
+Arrays never written in place cost nothing: while agnograd has written nothing the
+registry is empty, and nodes of libraries without a counter of their own (NumPy)
+record nothing.
 """
 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import Any
 
-# id(array) -> number of in-place writes; entries leave with their arrays.
+from agnograd._backend import _adapter_cache, adapter_for
+
+# id(owner of a buffer) -> number of agnograd's in-place writes into the buffer;
+# entries leave with their owners. While it is empty no write has happened.
 versions: dict[int, int] = {}
+
+#: Namespaces of libraries that keep no write counter of their own, learned from
+#: the arrays nodes save: while ``versions`` is empty their nodes record nothing.
+uncounted: set[Any] = set()
+# Namespaces of libraries that do (PyTorch): their nodes always record.
+_counted: set[Any] = set()
+
+# type(array) -> the library's write count (None: it keeps none), else agnograd's
+# count of its memory. PyTorch's nodes all record, so this is a hot path.
+_version_of: dict[type, Callable[[Any], int | None]] = {}
+
+
+def memory_of(array: Any) -> Any:
+    """The object that owns ``array``'s memory: the same for every view of it."""
+    adapter = adapter_for(array)
+    return array if adapter is None else adapter.get_memory(array)
 
 
 def bump(array: Any) -> None:
-    """Record one more in-place write into ``array``."""
-    key = id(array)
+    """Record one more in-place write into ``array``'s memory."""
+    owner = memory_of(array)
+    key = id(owner)
     if key not in versions:
         try:
-            weakref.finalize(array, versions.pop, key, None)
+            weakref.finalize(owner, versions.pop, key, None)
         except TypeError:  # not weak-referenceable: cannot be tracked safely
             return
         versions[key] = 0
     versions[key] += 1
 
 
+def _own(array: Any) -> int:
+    return versions.get(id(memory_of(array)), 0)
+
+
+def _version_function(array: Any) -> Callable[[Any], int | None]:
+    adapter = adapter_for(array)
+    if adapter is not None and adapter.write_count is not None:
+        return adapter.write_count
+    return _own
+
+
+def _version(array: Any) -> int:
+    cls = array.__class__
+    version = _version_of.get(cls)
+    if version is None or cls not in _adapter_cache:  # new, or the adapters changed
+        version = _version_of[cls] = _version_function(array)
+    n = version(array)
+    return _own(array) if n is None else n
+
+
 def of(arrays: tuple[Any, ...]) -> tuple[int, ...]:
-    """The current versions of ``arrays``."""
-    return tuple([versions.get(id(a), 0) for a in arrays])
+    """The current versions of ``arrays``: the library's count where it keeps one."""
+    # Nodes save one or two arrays: build those tuples at once (no iterator).
+    n = len(arrays)
+    if n == 1:
+        return (_version(arrays[0]),)
+    if n == 2:
+        return (_version(arrays[0]), _version(arrays[1]))
+    return tuple([_version(a) for a in arrays])
+
+
+def record(
+    xp: Any, saved_inputs: tuple[Any, ...], saved_outputs: tuple[Any, ...]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The versions a node that saved these arrays (of namespace ``xp``) keeps."""
+    saved = saved_inputs or saved_outputs
+    if saved and xp not in _counted and xp not in uncounted:
+        adapter = adapter_for(saved[0])
+        counts = adapter is not None and adapter.write_count is not None
+        (_counted if counts else uncounted).add(xp)
+    return (of(saved_inputs) if saved_inputs else (), of(saved_outputs) if saved_outputs else ())
 
 
 def check(func: Any, what: str, arrays: tuple[Any, ...], recorded: tuple[int, ...] | None) -> None:
-    """Raise if one of ``arrays`` was written in place after ``func`` saved it."""
-    now = of(arrays)
-    before = recorded if recorded is not None else (0,) * len(arrays)
+    """Raise if one of ``arrays`` was written in place after ``func`` saved it.
+
+    ``recorded`` is ``None`` when the node recorded nothing, which it does only
+    while agnograd has written nothing: every array was then at version 0.
+    """
+    if recorded is None:
+        now = tuple([_own(a) for a in arrays])
+        before: tuple[int, ...] = (0,) * len(arrays)
+    else:
+        now, before = of(arrays), recorded
     for i, (a, b) in enumerate(zip(now, before, strict=True)):
         if a != b:
             raise RuntimeError(
                 f"backward of {func.label}: saved {what} {i} was overwritten in place after "
-                f"the forward used it (version {b} then, {a} now), so its gradient would be "
-                "wrong; write into a copy instead (x = xp.asarray(x, copy=True)) or set the "
-                "values before using them"
+                f"the forward used it (version {b} then, {a} now; a write into any view of "
+                "the same memory counts), so its gradient would be wrong; write into a copy "
+                "instead (x = xp.asarray(x, copy=True)) or set the values before using them"
             )

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from agnograd import Adapter
+from agnograd._adapter import base_root
 
 
 def _namespace() -> Any:
@@ -51,6 +52,12 @@ def _view_problem(array: Any) -> str | None:
     return None
 
 
+def _memory(array: Any) -> Any:
+    # An Array wraps a NumPy array (private ``_array``), a view of the wrapped one
+    # for a view of the Array: follow it to its base.
+    return base_root(array._array)
+
+
 adapter = Adapter(
     name="array_api_strict",
     modules=("array_api_strict",),
@@ -59,4 +66,5 @@ adapter = Adapter(
     parse_device=_parse_device,
     dlpack_device=lambda device: (1, 0),
     view_problem=_view_problem,
+    memory=_memory,
 )

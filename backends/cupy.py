@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agnograd import Adapter
+from agnograd._adapter import base_root
 
 
 def _namespace() -> Any:
@@ -83,4 +84,5 @@ adapter = Adapter(
     view_problem=_view_problem,
     export_copy=lambda array: array.copy(order="C"),
     data_pointer=lambda array: array.data.ptr,
+    memory=base_root,
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agnograd import Adapter
+from agnograd._adapter import base_root
 
 
 def _namespace() -> Any:
@@ -76,4 +77,5 @@ adapter = Adapter(
     view_problem=_view_problem,
     export_copy=_export_copy,
     data_pointer=lambda array: array.__array_interface__["data"][0],
+    memory=base_root,
 )

@@ -115,6 +115,18 @@ def _export_copy(array: Any) -> Any:
     return array.detach().resolve_conj().resolve_neg().clone(memory_format=torch.contiguous_format)
 
 
+def _memory(array: Any) -> Any:
+    return array if array._base is None else array._base  # torch links a view to its root
+
+
+def _write_count(array: Any) -> int | None:
+    # Shared by views (and detach()), and bumped by every in-place operation.
+    try:
+        return array._version  # type: ignore[no-any-return]
+    except RuntimeError:  # inference tensors (torch.inference_mode) keep no count
+        return None
+
+
 def _scatter_add(dst: Any, positions: Any, values: Any) -> Any:
     return dst.index_add_(0, positions, values)
 
@@ -136,4 +148,6 @@ adapter = Adapter(
     view_problem=_view_problem,
     export_copy=_export_copy,
     data_pointer=lambda array: array.data_ptr(),
+    memory=_memory,
+    write_count=_write_count,
 )

@@ -632,6 +632,85 @@ def test_grad_called_with_auto_forward_off():
     np.testing.assert_allclose(gx.d, [3.0, 12.0])
 
 
+# -- writes: x[key] = value -------------------------------------------------------------
+
+
+def write_then_square(x: Variable) -> Variable:
+    h = x * 2.0
+    h[0] = 5.0
+    return F.sum(h * h)
+
+
+def read_write_read(x: Variable) -> Variable:
+    h = x * 2.0
+    before = h * h  # reads h before the write
+    h[0] = 5.0
+    # The graph's depth-first order runs the write's branch first: the deferred
+    # write must not change what `before` reads.
+    return F.sum(h * h) + F.sum(before[1:])
+
+
+def test_setitem_on_an_intermediate_matches_eager(backend):
+    values = [1.0, 2.0, 3.0]
+    x_eager = leaf(backend, values)
+    want = write_then_square(x_eager)
+    want.backward()
+    x = leaf(backend, values)
+    y = deferred(write_then_square, x)
+    for _ in range(2):  # and again on the same graph
+        x.cleargrad()
+        y.forward()
+        y.backward()
+        backend.assert_close(y.d, backend.to_numpy(want))
+        backend.assert_close(x.g, backend.to_numpy(x_eager.grad))
+    backend.assert_close(x.g, [0.0, 16.0, 24.0])
+
+
+def test_setitem_after_a_read_computes_what_eager_computes(backend):
+    values = [1.0, 2.0, 3.0]
+    want = read_write_read(leaf(backend, values))
+    x = leaf(backend, values)
+    y = deferred(read_write_read, x)
+    y.forward()
+    backend.assert_close(y.d, backend.to_numpy(want))  # 25 + 16 + 36 + 16 + 36
+    # Eager raises at backward (the first square saved h before the write) except on
+    # JAX; define-then-run wrote into a copy, so it knows the gradient.
+    y.backward()
+    backend.assert_close(x.g, [0.0, 32.0, 48.0])
+
+
+def test_parameters_updated_in_place_between_runs(backend):
+    # A training loop: forward, backward, then an update written into the leaves.
+    w = leaf(backend, [0.5, -1.0])
+    x = leaf(backend, [1.0, 2.0], need_grad=False)
+    y = deferred(lambda x, w: F.sum(F.tanh(x * w) * w), x, w)
+    for _ in range(3):
+        y.forward()
+        w.cleargrad()
+        y.backward()
+        value = backend.to_numpy(w.d).copy()
+        t = np.tanh(np.array([1.0, 2.0]) * value)
+        np.testing.assert_allclose(
+            backend.to_numpy(w.g), t + value * np.array([1.0, 2.0]) * (1 - t * t), rtol=1e-5
+        )
+        with agnograd.no_backprop_mode():
+            w[...] = w.d - 0.1 * w.g
+
+
+def test_a_write_after_forward_into_what_backward_needs_raises(backend):
+    w = leaf(backend, [0.5, -1.0])
+    y = deferred(lambda w: F.sum(w * w), w)
+    y.forward()
+    with agnograd.no_backprop_mode():
+        w[0] = 3.0
+    if backend.name == "jax":  # immutable: the saved array is intact
+        y.backward()
+        backend.assert_close(w.g, [1.0, -2.0])
+        return
+    with pytest.raises(RuntimeError, match="overwritten in place"):
+        y.backward()
+
+
 # -- clearing buffers ----------------------------------------------------------------
 
 
@@ -897,6 +976,13 @@ def test_new_batch_size_after_building(how):
 
 # -- random graphs ---------------------------------------------------------------------
 
+
+def _write(h: Variable, skip: Variable) -> Variable:
+    h = h * 1.0
+    h[0, 1:] = skip[1, 1:] * 2.0
+    return h
+
+
 # Steps of a random graph: each maps the current state ``h`` (shape (2, 3)), an
 # earlier state ``skip`` (a sibling path) and the leaves ``x`` (2, 3), ``w`` (3, 3)
 # to a new state of the same shape.
@@ -914,6 +1000,7 @@ STEPS: dict[str, Callable[[Variable, Variable, Variable, Variable], Variable]] =
     "concat": lambda h, skip, x, w: F.sum(
         F.reshape(F.concat([h, skip], axis=1), (2, 2, 3)), axis=1
     ),
+    "write": lambda h, skip, x, w: _write(h, skip),
 }
 
 

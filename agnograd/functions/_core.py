@@ -93,8 +93,9 @@ class Unary(FunctionNode):
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         gy = grad_outputs[0]
         x = y = None
-        if self._variables_in_backward or _versions.versions:
-            # Double backprop or arrays written in place: the accessors deal with both.
+        if self._variables_in_backward or _versions.versions or self._saved_versions is not None:
+            # Double backprop, arrays written in place or versions recorded (PyTorch):
+            # the accessors deal with all of them.
             xp = namespace_of(gy)
             if self._retain_in:
                 (x,) = self.get_retained_inputs()
