@@ -14,9 +14,10 @@ imported (``import agnograd`` imports them all):
     ``Variable.__array_namespace__``.
 ``transfer``
     ``agnograd._transfer``: ``Variable.device``, ``to_device``, ``to_cpu``,
-    ``to_gpu``, ``to_chx``, ``from_chx``, ``view``, ``addgrad``, ``copydata``, and
-    ``follow_data``, which the engine calls for a leaf that moved after a graph
-    used it.
+    ``to_gpu``, ``to_chx``, ``from_chx``, ``view``, ``addgrad``, ``copydata``;
+    ``from_dlpack`` and ``asarray`` of a Variable, behind the namespace's functions
+    of those names; and ``follow_data``, which the engine calls for a leaf that
+    moved after a graph used it.
 ``define_then_run``
     ``agnograd._define_then_run``: ``apply_deferred`` (``FunctionNode.apply`` with
     auto-forward off), ``forward_all`` and ``unlinked``.

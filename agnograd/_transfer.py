@@ -3,13 +3,16 @@
 ``Variable.to_device``, ``to_cpu`` and ``to_gpu`` move data and gradient in place
 (Chainer), ``to_chx``/``from_chx`` swap them for zero-copy views in another library
 and back, ``Variable.view`` gives such a view without touching the Variable, and
-:func:`copy` is the transfer that gradients flow through. ``Variable``'s methods
-call these through the core's extension point, because they build on the
-function-node machinery that itself builds on ``Variable``.
+:func:`copy` is the transfer that gradients flow through; the differentiable
+namespace's ``from_dlpack`` and ``asarray`` of a Variable are that transfer with the
+standard's ``device`` and ``copy`` semantics (:func:`from_dlpack`, :func:`asarray`).
+``Variable``'s methods call these through the core's extension point, because they
+build on the function-node machinery that itself builds on ``Variable``.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 import weakref
 from collections.abc import Callable
@@ -18,7 +21,7 @@ from typing import Any
 from agnograd import _backend, _extension
 from agnograd._abstract import Abstract
 from agnograd._adapter import DLPACK_ACCELERATORS, DLPACK_CPU
-from agnograd._backend import dtype_name, installed_backends
+from agnograd._backend import backend_name, dtype_name, installed_backends
 from agnograd._device import Device, device_of, get_device, transfer, view
 from agnograd._function import FunctionNode
 from agnograd._variable import Variable
@@ -272,14 +275,23 @@ def copydata(self: Variable, var: Variable) -> None:
 
 
 class Copy(FunctionNode):
-    """Transfer to another device or library; backward transfers the gradient back."""
+    """Transfer to another device or library; backward transfers the gradient back.
 
-    def __init__(self, src: Device, dst: Device) -> None:
+    ``copy`` as in the standard's ``from_dlpack``: ``True`` gives a fresh array,
+    ``None`` shares the memory where the two libraries and devices can, ``False``
+    shares it or raises ``BufferError``. The gradient always goes back as a fresh
+    array.
+    """
+
+    def __init__(self, src: Device, dst: Device, copy: bool | None = True) -> None:
         self.src = src
         self.dst = dst
+        self.copy = copy
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (transfer(inputs[0], self.dst, copy=True),)
+        if self.copy is False:
+            return (view(inputs[0], self.dst),)
+        return (transfer(inputs[0], self.dst, copy=self.copy),)
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:
         (x,) = inputs
@@ -323,6 +335,166 @@ def copy(x: Any, device: Any) -> Variable:
     if data is None:
         raise ValueError("copy: the input Variable holds no data (uninitialised)")
     return Copy(device_of(data), get_device(device)).apply((x,))[0]
+
+
+# ---------------------------------------------------------------------------------
+# The namespace's from_dlpack and asarray of a Variable
+
+
+def from_dlpack(
+    raw_namespace: Any, x: Variable, /, *, device: Any = None, copy: bool | None = None
+) -> Variable:
+    """``from_dlpack`` of agnograd's namespace over ``raw_namespace``, for a Variable.
+
+    A :class:`Copy` into the namespace's library, on ``device`` or else on ``x``'s
+    physical device, so gradients flow back to ``x``; ``copy`` as in the standard
+    (``None``: shared where the libraries can, ``False``: shared or ``BufferError``).
+
+    Examples
+    --------
+    >>> import numpy as np, array_api_strict as xs, agnograd
+    >>> x = agnograd.Variable(np.array([1.0, 2.0]))
+    >>> y = agnograd.namespace(xs).from_dlpack(x * x)
+    >>> type(y.array).__module__, y.creator.label
+    ('array_api_strict._array_object', 'Copy')
+    >>> agnograd.functions.sum(y).backward(); x.grad
+    array([2., 4.])
+    """
+    here = _device_of_variable(x, "from_dlpack")
+    dst = _destination(raw_namespace, here, device, "from_dlpack")
+    if dst is None:
+        raise BufferError(
+            f"from_dlpack: {backend_name(raw_namespace)} has no device on the physical device "
+            f"of {x._describe()} ({here}), so its data cannot be shared; pass device= to "
+            "copy it to one"
+        )
+    return _move(x, here, dst, copy, "from_dlpack", BufferError)
+
+
+def asarray(
+    raw_namespace: Any,
+    x: Variable,
+    /,
+    *,
+    dtype: Any = None,
+    device: Any = None,
+    copy: bool | None = None,
+) -> Variable:
+    """``asarray`` of agnograd's namespace over ``raw_namespace``, for a Variable.
+
+    Differentiable throughout: a :class:`Copy` to ``device`` (by default ``x``'s, or
+    the namespace library's device on the same physical device), then ``astype``
+    for ``dtype``; ``copy=True`` always gives a new array, ``copy=False`` raises
+    ``ValueError`` where a copy would be needed, as the standard says.
+
+    Examples
+    --------
+    >>> import array_api_strict as xs, agnograd
+    >>> x = agnograd.Variable(xs.asarray([1.0, 2.0]))
+    >>> y = x.__array_namespace__().asarray(x, device=xs.Device("device1"), dtype=xs.float32)
+    >>> y.device, y.dtype
+    (Device('@array_api_strict:device1'), array_api_strict.float32)
+    >>> agnograd.functions.sum(y * y).backward(); x.grad
+    Array([2., 4.], dtype=array_api_strict.float64)
+    """
+    from agnograd.functions._manipulation import astype
+    from agnograd.functions._misc import AsArrayCopy
+
+    y = x
+    if device is not None or not _in_library(raw_namespace, x):
+        here = _device_of_variable(x, "asarray")
+        dst = _destination(raw_namespace, here, device, "asarray")
+        if dst is None:  # no device of the library shares x's memory: its default one
+            dst = device_of(raw_namespace.empty((0,)))
+        if dst != here:
+            y = _move(x, here, dst, copy, "asarray", ValueError)
+    if dtype is not None and dtype != y.dtype:
+        if copy is False:
+            wanted = dtype_name(raw_namespace.empty((0,), dtype=dtype).dtype)
+            raise ValueError(
+                f"asarray: copy=False, but {x._describe()} must be converted to {wanted}, "
+                "which needs a copy; pass copy=None to allow one"
+            )
+        return astype(y, dtype)
+    if copy and y is x:
+        # copy=True asks for an array the caller may write into: a new one.
+        return AsArrayCopy().apply((x,))[0]
+    return y
+
+
+def _in_library(raw_namespace: Any, x: Variable) -> bool:
+    """Whether ``x``'s data is (or, define-then-run, will be) an array of that library."""
+    data = x._data
+    if data is not None:
+        return device_of(data).backend == _library(raw_namespace).name
+    if x._node.creator_node is None:
+        return True  # uninitialised: nothing to move
+    xp = _extension.define_then_run.namespace_of_node(x._node)
+    return xp is raw_namespace or _library(xp) is _library(raw_namespace)
+
+
+def _device_of_variable(x: Variable, op: str) -> Device:
+    data = x._data
+    if data is None:
+        if x._node.creator_node is not None:
+            raise RuntimeError(
+                f"{op}: {x._describe()} has no values yet (define-then-run), so its device "
+                "is not known; run forward first, or move the graph's inputs instead"
+            )
+        raise ValueError(f"{op}: the input Variable holds no data (uninitialised)")
+    return device_of(data)
+
+
+@functools.cache
+def _library(raw_namespace: Any) -> Any:
+    """The adapter of the library whose namespace is ``raw_namespace``."""
+    return device_of(raw_namespace.empty((0,))).adapter
+
+
+def _destination(raw_namespace: Any, here: Device, device: Any, op: str) -> Device | None:
+    """Where ``raw_namespace``'s ``op`` puts data that is on ``here``.
+
+    ``device`` when given; else ``here`` when it is of that library, or the
+    library's device on the same physical device (its default one if that is
+    one), or ``None`` when it has none there.
+    """
+    library = _library(raw_namespace)
+    if device is None:
+        if library.name == here.backend:
+            return here
+        same = []
+        for native in library.get_devices():
+            candidate = Device(library, native, library.get_device_name(native))
+            if candidate.physical == here.physical:
+                same.append(candidate)
+        default = library.get_default_device()
+        return next((d for d in same if d == default), same[0] if same else None)
+    try:
+        dst = get_device(device)
+    except ValueError:
+        # The library's own spelling of a device ("cpu", "cuda:1"): it knows where.
+        dst = device_of(raw_namespace.empty((0,), device=device))
+    if dst.backend != library.name:
+        raise ValueError(
+            f"{op}: device {dst} is a device of {dst.backend}, but this is agnograd's "
+            f"namespace for {library.name}; pass a device of {library.name}, or use "
+            f"agnograd.functions.copy(x, '{dst}') to move the data to {dst.backend}"
+        )
+    return dst
+
+
+def _move(
+    x: Variable, here: Device, dst: Device, copy: bool | None, op: str, error: type[Exception]
+) -> Variable:
+    try:
+        return Copy(here, dst, copy).apply((x,))[0]
+    except BufferError as cause:
+        if copy is not False:
+            raise
+        raise error(
+            f"{op}: copy=False, but {x._describe()} on {here} cannot be shared with {dst} "
+            "without a copy; pass copy=None to allow one"
+        ) from cause
 
 
 # ---------------------------------------------------------------------------------

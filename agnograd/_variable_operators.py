@@ -8,9 +8,12 @@ functions, which build on ``Variable``). ``__hash__`` stays identity-based altho
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agnograd import _extension
+
+if TYPE_CHECKING:
+    from agnograd._variable import VariableNode
 
 
 class Operators:
@@ -18,6 +21,12 @@ class Operators:
 
     __slots__ = ()
     __hash__ = object.__hash__
+
+    if TYPE_CHECKING:  # what the DLPack methods below read of the Variable
+        _data: Any
+        _node: VariableNode
+
+        def _describe(self) -> str: ...
 
     def __add__(self, other: Any) -> Any:
         return _extension.operators.add(self, other)
@@ -253,12 +262,33 @@ class Operators:
     ) -> Any:
         """The data's DLPack capsule (the standard's ``__dlpack__``).
 
-        Only the arguments given are passed on, so libraries that predate the newer
-        ones (``max_version``, ``dl_device``, ``copy``) still answer.
+        Refused with ``BufferError`` while a gradient is expected, like NumPy's
+        conversion: the importing library would compute without agnograd, and the
+        gradient would silently be lost. Only the arguments given are passed on, so
+        libraries that predate the newer ones (``max_version``, ``dl_device``,
+        ``copy``) still answer.
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> np.from_dlpack(agnograd.Variable(np.ones(2), requires_grad=False))
+        array([1., 1.])
+        >>> np.from_dlpack(agnograd.Variable(np.ones(2)))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        BufferError: DLPack export of Variable ((2), float64, numpy), which requires a gradient: ...
         """
+        if self._node.requires_grad:
+            raise BufferError(
+                f"DLPack export of {self._describe()}, which requires a gradient: the "
+                "importing library (numpy.from_dlpack, torch.from_dlpack, torch.as_tensor, "
+                "...) would compute without agnograd and the gradient would be lost. Use "
+                "the differentiable namespace (x.__array_namespace__().from_dlpack or "
+                "asarray, which accept a device), or take x.array explicitly"
+            )
         given = {"stream": stream, "max_version": max_version, "dl_device": dl_device, "copy": copy}
-        return self._data.__dlpack__(**{k: v for k, v in given.items() if v is not None})  # type: ignore[attr-defined]
+        return self._data.__dlpack__(**{k: v for k, v in given.items() if v is not None})
 
     def __dlpack_device__(self) -> Any:
         """The data's DLPack device (the standard's ``__dlpack_device__``)."""
-        return self._data.__dlpack_device__()  # type: ignore[attr-defined]
+        return self._data.__dlpack_device__()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agnograd import _extension
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
@@ -175,10 +176,13 @@ def _bind_from_dlpack(raw_namespace: Any) -> Any:
 
     def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Variable:
         """``x`` (any object with ``__dlpack__``) as an array of this namespace's
-        library, wrapped as a Variable that requires no gradient.
+        library: a Variable linked to ``x`` in the graph when ``x`` is one (gradients
+        flow back to its library and device), else one that requires no gradient.
 
         The data is shared where the two libraries and the device allow it.
         """
+        if isinstance(x, Variable):
+            return _extension.transfer.from_dlpack(raw_namespace, x, device=device, copy=copy)
         kwargs = {k: v for k, v in (("device", device), ("copy", copy)) if v is not None}
         return constant(fn(raw(x), **native_kwargs(kwargs)))
 

@@ -14,12 +14,11 @@ import functools
 import importlib
 from typing import Any
 
+from agnograd import _extension
 from agnograd._backend import backend_name
 from agnograd._device import native_device
 from agnograd._variable import Variable
 from agnograd.functions._core import Bound, constant, forwarding, native_kwargs, raw
-from agnograd.functions._manipulation import astype
-from agnograd.functions._misc import AsArrayCopy
 from agnograd.functions._standard import VERSION
 
 #: The chapter modules of agnograd.functions, one per chapter of the standard.
@@ -164,10 +163,9 @@ class Namespace:
         self, obj: Any, /, *, dtype: Any = None, device: Any = None, copy: Any = None
     ) -> Any:
         if isinstance(obj, Variable):
-            if dtype is not None and dtype != obj.dtype:
-                return astype(obj, dtype)
-            # copy=True asks for an array the caller may write into: a new one.
-            return AsArrayCopy().apply((obj,))[0] if copy else obj
+            return _extension.transfer.asarray(
+                self._raw, obj, dtype=dtype, device=device, copy=copy
+            )
         kwargs = native_kwargs({"dtype": dtype, "device": device, "copy": copy})
         return constant(self._raw.asarray(raw(obj), **kwargs))
 

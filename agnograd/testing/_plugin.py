@@ -12,8 +12,13 @@
   option or separate with commas), e.g. ``--agnograd-backend torch`` or
   ``--agnograd-backend array_api_strict:no_float64``.
 - hypothesis profiles ``ci`` (derandomized, 10 examples, no deadline) and ``local``
-  (25 examples, no deadline); ``ci`` is loaded when the environment variable ``CI``
-  is set to true, ``local`` otherwise, unless ``--hypothesis-profile`` chooses.
+  (25 examples, no deadline), registered for any project to load by name. The
+  plugin loads one only when asked, so that installing agnograd never changes the
+  settings of another project's tests: by the ini option
+  ``agnograd_hypothesis_profile`` (``auto``: ``ci`` when the environment variable
+  ``CI`` is true, ``local`` otherwise; or a profile's name), or, when
+  ``--agnograd-backend`` is given and no profile was loaded yet, ``auto``.
+  ``--hypothesis-profile`` always has the last word.
 
 Which backends are installed is decided without importing them; a backend's library
 is imported when the first test that uses it runs.
@@ -78,6 +83,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             "(repeatable, comma-separated; default: every installed backend)"
         ),
     )
+    parser.addini(
+        "agnograd_hypothesis_profile",
+        help=(
+            "hypothesis profile for the plugin to load: 'auto' (agnograd's 'ci' profile "
+            "when the environment variable CI is true, 'local' otherwise) or a profile's "
+            "name; empty (the default): leave hypothesis's settings alone"
+        ),
+        default="",
+    )
 
 
 def _parse(values: list[str]) -> list[BackendSpec]:
@@ -106,11 +120,40 @@ def pytest_configure(config: pytest.Config) -> None:
     chosen = config.getoption("agnograd_backend", default=[]) or []
     if chosen:
         config.stash[_specs_key] = _parse(chosen)
-    if _HAVE_HYPOTHESIS and not config.getoption("hypothesis_profile", default=None):
+    profile = _profile_to_load(config, bool(chosen))
+    if profile is not None:
+        from hypothesis import settings
+        from hypothesis.errors import InvalidArgument
+
+        try:
+            settings.load_profile(profile)
+        except InvalidArgument as error:
+            raise pytest.UsageError(
+                f"agnograd_hypothesis_profile = {profile}: {error} (register it in a "
+                "conftest.py, or use 'auto', 'ci' or 'local')"
+            ) from None
+
+
+def _profile_to_load(config: pytest.Config, backends_chosen: bool) -> str | None:
+    """The hypothesis profile the plugin should load, ``None`` to leave it alone.
+
+    Only on request: a project that loads its own profile in its conftest.py keeps
+    it, whatever else is installed.
+    """
+    if not _HAVE_HYPOTHESIS or config.getoption("hypothesis_profile", default=None):
+        return None  # hypothesis's own option chooses
+    asked = str(config.getini("agnograd_hypothesis_profile")).strip()
+    if not asked:
         from hypothesis import settings
 
-        ci = os.environ.get("CI", "").strip().lower() in _TRUE
-        settings.load_profile("ci" if ci else "local")
+        # Running agnograd's backend fixtures (the conformance suite) asks for its
+        # profiles, unless the project already loaded one of its own.
+        if not backends_chosen or settings.get_current_profile_name() != "default":
+            return None
+        asked = "auto"
+    if asked == "auto":
+        return "ci" if os.environ.get("CI", "").strip().lower() in _TRUE else "local"
+    return asked
 
 
 _specs_key = pytest.StashKey[list[BackendSpec]]()

@@ -1,0 +1,92 @@
+"""agnograd's pytest plugin loads its hypothesis profiles only when asked.
+
+The plugin is loaded into every pytest run where agnograd is installed, so it must
+not change another project's hypothesis settings: each case runs a tiny project in
+a pytest subprocess (pytester) and reads the profile in effect there.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+PROBE = """
+    from hypothesis import settings
+
+    def test_profile():
+        print("PROFILE", settings.get_current_profile_name(), settings().max_examples)
+"""
+
+THEIR_CONFTEST = """
+    from hypothesis import settings
+
+    settings.register_profile("theirs", max_examples=7)
+    settings.load_profile("theirs")
+"""
+
+
+def profile_in(pytester: pytest.Pytester, *args: str) -> str:
+    """Run the probe in the tiny project; ``"name max_examples"`` as it saw them."""
+    result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider", *args)
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    (line,) = [line for line in result.outlines if "PROFILE " in line]
+    return line.partition("PROFILE ")[2]
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    pytester.makepyfile(test_probe=PROBE)
+    return pytester
+
+
+def test_a_project_keeps_the_profile_its_conftest_loads(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CI", "true")  # agnograd's "ci" profile would have 10 examples
+    project.makeconftest(THEIR_CONFTEST)
+    assert profile_in(project) == "theirs 7"
+    # Choosing agnograd's backends does not override it either.
+    assert profile_in(project, "--agnograd-backend", "numpy") == "theirs 7"
+
+
+def test_a_project_that_asks_for_nothing_keeps_hypothesis_defaults(
+    project: pytest.Pytester,
+) -> None:
+    assert profile_in(project) == "default 100"
+
+
+@pytest.mark.parametrize(("ci", "expected"), [("", "local 25"), ("true", "ci 10")])
+def test_the_ini_option_auto_loads_agnograd_profiles(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: str, expected: str
+) -> None:
+    monkeypatch.setenv("CI", ci)
+    project.makeini("[pytest]\nagnograd_hypothesis_profile = auto\n")
+    assert profile_in(project) == expected
+
+
+def test_hypothesis_option_has_the_last_word(project: pytest.Pytester) -> None:
+    project.makeini("[pytest]\nagnograd_hypothesis_profile = ci\n")
+    assert profile_in(project, "--hypothesis-profile", "local") == "local 25"
+
+
+def test_the_ini_option_names_a_profile(project: pytest.Pytester) -> None:
+    project.makeconftest(
+        'from hypothesis import settings\nsettings.register_profile("p3", max_examples=3)\n'
+    )
+    project.makeini("[pytest]\nagnograd_hypothesis_profile = p3\n")
+    assert profile_in(project) == "p3 3"
+    project.makeini("[pytest]\nagnograd_hypothesis_profile = nosuchprofile\n")
+    result = project.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*agnograd_hypothesis_profile = nosuchprofile*"])
+
+
+def test_choosing_backends_loads_agnograd_profile_when_none_is_loaded(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The conformance suite runs with --agnograd-backend and follows the profile.
+    monkeypatch.setenv("CI", "true")
+    assert profile_in(project, "--agnograd-backend", "numpy") == "ci 10"
