@@ -1,0 +1,216 @@
+"""Differential test: random small programs, agnograd against torch.autograd.
+
+Hypothesis builds a program over the array API: a few inputs of small shapes that
+broadcast together, then a few steps, each an elementwise function with a safe
+domain (unary, or binary with broadcasting), a sum or mean, a reshape or
+permute_dims, or a matmul where the shapes allow. The program runs on agnograd's
+namespace over NumPy (float64) and on array-api-compat's torch namespace (float64,
+torch.autograd); the values of every step, the first-order gradients of a random
+weighted sum of them, and the second-order ones (the gradient of
+``sum(grad * v)``: agnograd with ``enable_double_backprop=True``, torch with
+``create_graph=True``) must agree.
+
+The number of examples follows the loaded hypothesis profile (``ci``: 10,
+derandomized).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
+
+import agnograd
+from agnograd.testing import strategies as ags
+
+torch = pytest.importorskip("torch")
+compat_torch = pytest.importorskip("array_api_compat.torch")
+
+# Smooth everywhere and slow to grow, so that no example leaves the safe domain and
+# chained steps stay well conditioned.
+UNARY: dict[str, Callable[[Any, Any], Any]] = {
+    "sin": lambda xp, a: xp.sin(a),
+    "cos": lambda xp, a: xp.cos(a),
+    "tanh": lambda xp, a: xp.tanh(a),
+    "atan": lambda xp, a: xp.atan(a),
+    "negative": lambda xp, a: xp.negative(a),
+    "square": lambda xp, a: xp.square(xp.tanh(a)) + a,
+    "exp(sin)": lambda xp, a: xp.exp(xp.sin(a)),
+    "log1p(a*a)": lambda xp, a: xp.log1p(a * a),
+    "sqrt(1+a*a)": lambda xp, a: xp.sqrt(1.0 + a * a),
+    "1/(1+a*a)": lambda xp, a: 1.0 / (1.0 + a * a),
+}
+BINARY: dict[str, Callable[[Any, Any, Any], Any]] = {
+    "add": lambda xp, a, b: xp.add(a, b),
+    "subtract": lambda xp, a, b: a - b,
+    "multiply": lambda xp, a, b: xp.multiply(a, b),
+    "divide": lambda xp, a, b: xp.divide(a, 1.5 + xp.sin(b)),  # denominator in [0.5, 2.5]
+    "pow": lambda xp, a, b: xp.pow(1.0 + a * a, xp.tanh(b)),
+}
+REDUCTIONS = ("sum", "mean")
+RTOL, ATOL = 1e-7, 1e-9
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a program: ``op`` on the values at ``args``, with ``params``."""
+
+    op: str
+    args: tuple[int, ...]
+    params: tuple[Any, ...] = ()
+
+    def run(self, xp: Any, values: list[Any]) -> Any:
+        a = values[self.args[0]]
+        if self.op in UNARY:
+            return UNARY[self.op](xp, a)
+        if self.op in BINARY:
+            return BINARY[self.op](xp, a, values[self.args[1]])
+        if self.op in REDUCTIONS:
+            axis, keepdims = self.params
+            return getattr(xp, self.op)(a, axis=axis, keepdims=keepdims)
+        if self.op == "reshape":
+            return xp.reshape(a, self.params[0])
+        if self.op == "permute_dims":
+            return xp.permute_dims(a, self.params[0])
+        if self.op == "matmul":  # with the other's last two axes swapped
+            b = values[self.args[1]]
+            return xp.matmul(a, xp.matrix_transpose(b) if b.ndim >= 2 else b)
+        raise AssertionError(f"unknown step {self.op}")
+
+    def __str__(self) -> str:
+        args = ", ".join(f"v{i}" for i in self.args)
+        params = "".join(f", {p!r}" for p in self.params)
+        return f"{self.op}({args}{params})"
+
+
+def _broadcastable(*shapes: tuple[int, ...]) -> bool:
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        return False
+    return True
+
+
+def _matmul_partner(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Whether ``matmul(a, b.mT)`` (or ``matmul(a, b)`` for a vector ``b``) is valid."""
+    if not a or not b or a[-1] != b[-1]:
+        return False
+    if len(b) == 1 or len(a) == 1:
+        return len(a) == 1 or len(b) == 1
+    return _broadcastable(a[:-2], b[:-2])
+
+
+@st.composite
+def steps(draw: st.DrawFn, shapes: list[tuple[int, ...]]) -> Step:
+    """One step over values of ``shapes``; appends the result's shape to ``shapes``."""
+    i = draw(st.integers(0, len(shapes) - 1))
+    shape = shapes[i]
+    kinds = ["unary", "binary", "reduction", "reshape"]
+    if len(shape) >= 2:
+        kinds.append("permute_dims")
+    if shape:
+        kinds.append("matmul")
+    kind = draw(st.sampled_from(kinds))
+    if kind == "unary":
+        step = Step(draw(st.sampled_from(sorted(UNARY))), (i,))
+    elif kind == "binary":
+        partners = [j for j, s in enumerate(shapes) if _broadcastable(shape, s)]
+        step = Step(draw(st.sampled_from(sorted(BINARY))), (i, draw(st.sampled_from(partners))))
+    elif kind == "reduction":
+        axis = draw(st.none() | st.integers(-len(shape), len(shape) - 1)) if shape else None
+        step = Step(draw(st.sampled_from(REDUCTIONS)), (i,), (axis, draw(st.booleans())))
+    elif kind == "reshape":
+        step = Step("reshape", (i,), (tuple(reversed(shape)) if len(shape) > 1 else (-1,),))
+    elif kind == "permute_dims":
+        perm = tuple(draw(st.permutations(range(len(shape)))))
+        step = Step("permute_dims", (i,), (perm,))
+    else:
+        partners = [j for j, s in enumerate(shapes) if _matmul_partner(shape, s)]
+        step = Step("matmul", (i, draw(st.sampled_from(partners))))
+    # Run on NumPy's zeros (in every step's domain) to learn the result's shape.
+    shapes.append(step.run(np, [np.zeros(s) for s in shapes]).shape)
+    return step
+
+
+@st.composite
+def programs(draw: st.DrawFn) -> tuple[list[np.ndarray], list[Step]]:
+    count = draw(st.integers(1, 3))
+    shapes = draw(ags.mutually_broadcastable_shapes(count, max_dims=3, max_side=3))
+    values = st.floats(-2.0, 2.0, allow_nan=False, allow_subnormal=False)
+    inputs = [
+        draw(ags.arrays(np, "float64", shape, elements=values)) for shape in shapes.input_shapes
+    ]
+    known = [tuple(a.shape) for a in inputs]
+    program = [draw(steps(known)) for _ in range(draw(st.integers(1, 6)))]
+    return inputs, program
+
+
+def _run(xp: Any, inputs: list[Any], program: list[Step]) -> list[Any]:
+    values = list(inputs)
+    for step in program:
+        values.append(step.run(xp, values))
+    return values[len(inputs) :]
+
+
+def _numpy(x: Any) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        return x.detach().numpy()
+    return np.asarray(x.array if isinstance(x, agnograd.Variable) else x)
+
+
+def _compare(what: str, ours: list[Any], theirs: list[Any], shapes: list[Any]) -> None:
+    for k, (a, b, shape) in enumerate(zip(ours, theirs, shapes, strict=True)):
+        expected = np.zeros(shape) if b is None else _numpy(b)
+        actual = np.zeros(shape) if a is None else _numpy(a)
+        scale = 1.0 + float(np.max(np.abs(expected), initial=0.0))
+        np.testing.assert_allclose(
+            actual, expected, rtol=RTOL, atol=ATOL * scale, err_msg=f"{what} {k}"
+        )
+        assert actual.shape == tuple(shape), f"{what} {k}: shape {actual.shape} != {shape}"
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=programs(), data=st.data())
+def test_agnograd_agrees_with_torch_autograd(
+    case: tuple[list[np.ndarray], list[Step]], data: st.DataObject
+) -> None:
+    inputs, program = case
+    note("inputs: " + ", ".join(f"v{i}{a.shape}" for i, a in enumerate(inputs)))
+    for k, step in enumerate(program):
+        note(f"v{len(inputs) + k} = {step}")
+    floats = st.floats(-1.0, 1.0, allow_nan=False, allow_subnormal=False)
+
+    xp = agnograd.namespace(np)
+    ours_in = [agnograd.Variable(a.copy()) for a in inputs]
+    ours = _run(xp, ours_in, program)
+    theirs_in = [torch.tensor(a, requires_grad=True) for a in inputs]
+    theirs = _run(compat_torch, theirs_in, program)
+    _compare("value of step", ours, theirs, [t.shape for t in theirs])
+
+    # First order: the gradient of a random weighted sum of every step's value.
+    weights = [data.draw(ags.arrays(np, "float64", tuple(t.shape), floats)) for t in theirs]
+    loss = sum(xp.sum(y * w) for y, w in zip(ours, weights, strict=True))
+    loss_t = sum(torch.sum(y * torch.from_numpy(w)) for y, w in zip(theirs, weights, strict=True))
+    grads = agnograd.grad([loss], ours_in, enable_double_backprop=True)
+    grads_t = torch.autograd.grad(loss_t, theirs_in, create_graph=True, allow_unused=True)
+    input_shapes = [a.shape for a in inputs]
+    _compare("gradient of input", grads, list(grads_t), input_shapes)
+
+    # Second order: the gradient of sum(grad * v), v a random direction.
+    directions = [data.draw(ags.arrays(np, "float64", a.shape, floats)) for a in inputs]
+    used = [i for i, g in enumerate(grads_t) if g is not None and g.requires_grad]
+    assert all(grads[i] is not None for i in used)
+    if not used:  # the program is linear in its inputs: no second-order graph
+        return
+    second = agnograd.grad([sum(xp.sum(grads[i] * directions[i]) for i in used)], ours_in)
+    second_t = torch.autograd.grad(
+        sum(torch.sum(grads_t[i] * torch.from_numpy(directions[i])) for i in used),
+        theirs_in,
+        allow_unused=True,
+    )
+    _compare("second-order gradient of input", second, list(second_t), input_shapes)
