@@ -111,6 +111,15 @@ def grad(
     if grad_inputs is not None:
         grad_inputs = _as_list(grad_inputs, "grad", "grad_inputs")
         _same_length(inputs, grad_inputs, "grad", "inputs", "grad_inputs")
+        for i, (x, extra) in enumerate(zip(inputs, grad_inputs, strict=True)):
+            if extra is not None:
+                raw = extra._data if isinstance(extra, Variable) else extra
+                if not is_array(raw):
+                    raise TypeError(
+                        f"grad: grad_inputs[{i}] must be an array or a Variable (or None), "
+                        f"got {type(extra).__name__}"
+                    )
+                x._check_grad(raw, f"grad: grad_inputs[{i}] for", any_dtype=True)
 
     seeds = [
         _seed(y, gy, i, loss_scale, enable_double_backprop, "grad")

@@ -265,3 +265,14 @@ def test_rules_raise_no_floating_point_warnings():
 def test_the_warnings_of_a_users_forward_are_untouched():
     with pytest.warns(RuntimeWarning, match="divide by zero"):
         F.log(Variable(np.array([0.0])))
+
+
+def test_grad_inputs_of_the_wrong_kind_are_refused_with_their_index():
+    x = Variable(np.ones(2))
+    y = x * 2.0
+    with pytest.raises(TypeError, match=r"grad: grad_inputs\[0\] must be an array"):
+        agnograd.grad([y], [x], [np.ones(2)], grad_inputs=[[1.0, 1.0]])
+    with pytest.raises(ValueError, match=r"grad: grad_inputs\[0\] for Variable .* shape"):
+        agnograd.grad([y], [x], [np.ones(2)], grad_inputs=[np.ones(3)])
+    (gx,) = agnograd.grad([y], [x], [np.ones(2)], grad_inputs=[np.ones(2)])
+    np.testing.assert_array_equal(gx.array, [3.0, 3.0])

@@ -264,11 +264,12 @@ def test_no_grads_violation_is_reported(xp, device):
         check_backward(lambda v, s: apply(Leaky(), v, s), (x, scale), gy, no_grads=[False, True])
 
 
-def test_integer_input_must_get_no_gradient(xp, device):
+def test_integer_input_gets_no_gradient_whatever_the_rule_returns(xp, device):
+    # An integer Variable requires no gradient, so the engine never asks the rule
+    # for one: a rule that would leak one into it passes.
     x = array(xp, device, [0.5, -1.0, 2.0])
     counts = xp.asarray([1, 2, 3], device=device)
-    with pytest.raises(AssertionError, match=r"input 1 \(\(3\), int\d+\) must get no gradient"):
-        check_backward(lambda v, c: apply(Leaky(), v, c), (x, counts), ones(xp, device, (3,)))
+    check_backward(lambda v, c: apply(Leaky(), v, c), (x, counts), ones(xp, device, (3,)))
 
 
 def test_integer_input_without_gradient_passes(xp, device):
