@@ -273,6 +273,7 @@ def _run(
     collected: dict[VariableNode, Any] = {}  # what reached a target (grad())
     special = double or bool(MODE.get()[HOOKS])  # Variables for backward, or hooks
     keep = {node for node, _ in seeds} if clear_buffer else set()
+    checked: tuple[type, Any] = (type(None), None)  # the last gradient class found right
     for node, gy in seeds:
         _add(grads, heap, order, relevant, node, gy)
     while heap:
@@ -330,8 +331,9 @@ def _run(
                 raw = gx
                 if double:
                     gx = Variable._new(gx, False)
-            if _namespaces.get(raw.__class__) is not xp:  # of another library, or no array
-                _check_gradient(func, i, raw, xp)
+            if raw.__class__ is not checked[0] or xp is not checked[1]:
+                _check_gradient(func, i, raw, xp)  # of another library, or no array
+                checked = (raw.__class__, xp)
             x = in_nodes[i]
             if x.moved:  # a leaf moved since the graph used it (to_device, to_chx)
                 gx = _follow_data(x, gx)
@@ -489,6 +491,8 @@ def _gradient_tuple(func: FunctionNode, gxs: Any) -> tuple[Any, ...]:
 
 def _check_gradient(func: FunctionNode, index: int, gx: Any, xp: Any) -> None:
     """Raise unless ``gx`` is an array of ``xp``, the library of ``func``'s inputs."""
+    if _namespaces.get(gx.__class__) is xp:
+        return
     if not is_array(gx):
         raise TypeError(
             f"backward of {func.label} returned {type(gx).__name__} as the gradient of "

@@ -12,8 +12,7 @@ of agnograd: it is fetched for the run.
 
 Both runs test the same version of the standard (``--version``, default agnograd's),
 use ``--derandomize`` so that hypothesis draws the same examples for both, and leave
-agnograd's own pytest plugin out (``-p no:agnograd``), whose hypothesis profiles would
-change the number of examples.
+agnograd's own pytest plugin out (``-p no:agnograd``), which the suite does not need.
 
 Examples
 --------

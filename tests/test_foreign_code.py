@@ -184,14 +184,6 @@ XPX_CASES = [
     ),
 ]
 
-# Known failures. ``Namespace.asarray`` returns a Variable itself for
-# ``asarray(variable, copy=True)``, so ``xpx.at(..., copy=True)`` then writes into
-# the caller's leaf.
-_ASARRAY_COPY = (
-    "BUG: agnograd's xp.asarray(variable, copy=True) returns the same Variable "
-    "instead of a differentiable copy, so xpx.at(leaf, i).set(v, copy=True) writes "
-    "into the leaf (RuntimeError from __setitem__)"
-)
 XPX_MARKS: dict[str, list[Any]] = {
     # xpx.expand_dims is deprecated in favour of the standard's xp.expand_dims.
     "expand_dims": [pytest.mark.filterwarnings("ignore:.*expand_dims.*:DeprecationWarning")],
