@@ -8,10 +8,26 @@ memory is bumped (see :mod:`agnograd._versions`), so a node that saved the old
 values, or a view of them, raises at backward time instead of computing a wrong
 gradient. Immutable arrays (JAX) get a fresh array.
 
+A write into a view changes the arrays of the Variables it views, and their graphs
+follow, as PyTorch's ``CopySlices`` "rebases" a view's base: after
+``h[0:2][0] = v`` the Variable ``h`` is rebound to a node that says "``h`` is its old
+value with ``h[0:2]`` replaced by the view's new value" (a :class:`SetItem` whose
+write is done already). This walks up a chain of indexing views (``h[0:2][1:]``,
+through views whose Variable is gone, and through views of a constant, which
+:func:`note_view` records outside the graph) as long as the arrays share the
+written memory. A Variable whose memory was reached through a view made another
+way (``reshape``, ``permute_dims``, ...) cannot be rebased, since which of its
+elements changed is unknown: it is rebound to a node whose backward raises, so it
+is never silently wrong. Left out, as the cost of keeping other operations free:
+other views of the same memory made before the write (``a = h[0:2]``, then
+``h[0] = 1`` or ``h[1:3][0] = 1``) keep their graph, and views of a constant made
+by anything but indexing, or inside ``no_backprop_mode()``, are not followed.
+
 A leaf that requires a gradient is never written, neither directly nor through a
 view of its memory (``x[0:2][0] = v``), while a graph is recorded. Define-then-run
 writes into a copy: its forwards run later, in an order that need not be the
-order of the program, so a write must not change what another node reads.
+order of the program, so a write must not change what another node reads; there
+a write through a view does not reach its base (as on JAX).
 
 In-place operators (``x += y``) compute a new array and rebind the Variable to it;
 the old array is left untouched.
@@ -29,7 +45,7 @@ from agnograd._backend import raw_namespace
 from agnograd._config import AUTO_FORWARD, BACKPROP, MODE
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
-from agnograd._variable import Variable
+from agnograd._variable import Variable, VariableNode
 
 _SCALARS = (bool, int, float, complex)
 
@@ -40,6 +56,23 @@ class _Gone:
 
 # A reference that is already dead, put in place of any Variable's reference.
 _dead: weakref.ref[Any] = weakref.ref(_Gone())
+
+
+class _Rebound(weakref.ref[Variable]):
+    """The reference of a node whose Variable a write in place rebound.
+
+    Dead to the graph (the Variable holds another node now), but it still names the
+    Variable, whose array is this node's array, written: a view made of the node
+    finds its base through it (see :func:`_current`).
+    """
+
+    __slots__ = ()
+
+    def __call__(self) -> None:  # type: ignore[override]
+        return None
+
+    def rebound(self) -> Variable | None:
+        return super().__call__()
 
 
 def _written_mask(shape: tuple[int, ...], key: Any, like: Any) -> Any:
@@ -57,18 +90,30 @@ def _device(a: Any) -> Any:
 
 
 class SetItem(FunctionNode):
-    """``x[key] = value`` as a node: input 0 is ``x``, input 1 (if any) ``value``."""
+    """``x[key] = value`` as a node: input 0 is ``x``, input 1 (if any) ``value``.
 
-    def __init__(self, key: Any, scalar: Any, copy: bool = False) -> None:
+    With ``done`` the write was made already, through a view of ``x``'s memory (see
+    :func:`_rebase`): forward returns ``x``'s array as it is, and backward is that of
+    the write.
+    """
+
+    def __init__(self, key: Any, scalar: Any, copy: bool = False, done: bool = False) -> None:
         self.key = key
         self.scalar = scalar  # a Python scalar value, else None
         self.copy = copy  # write into a copy: the array is kept for a backward
+        self.done = done
+
+    @property
+    def label(self) -> str:
+        return "SetItemThroughView" if self.done else "SetItem"
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:
         return ((inputs[0].shape, inputs[0].dtype),)
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         x = inputs[0]
+        if self.done:
+            return (x,)
         if self.copy:
             x = self.xp.asarray(x, copy=True)
         value = self.scalar if len(inputs) == 1 else inputs[1]
@@ -106,13 +151,55 @@ class SetItem(FunctionNode):
         return tuple(result)
 
 
+class _WrittenThroughView(FunctionNode):
+    """A Variable whose array a write changed through a view that is not an index of
+    it (``reshape``, ...): which elements changed is unknown, so backward raises.
+
+    Input 0 is the Variable's value before the write, input 1 the written view (so
+    that the node is recorded whenever the write is); forward keeps the array.
+    """
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    @property
+    def label(self) -> str:
+        return "WrittenThroughView"
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (inputs[0],)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        raise RuntimeError(self.message)
+
+
+# The node of a view made of a constant, outside the graph -> (the constant's node,
+# the key): see note_view.
+_views: weakref.WeakKeyDictionary[VariableNode, tuple[VariableNode, Any]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def note_view(x: Any, key: Any, y: Variable) -> None:
+    """Record that ``y = x[key]`` was made outside the graph (``x`` requires no gradient).
+
+    A later write through ``y`` of a value that requires a gradient rebases ``x``
+    (see the module), as the graph's ``GetItem`` node lets it do for other views.
+    ``get_item`` calls it only for results without a creator and basic keys (other
+    keys copy).
+    """
+    # Where no graph is recorded a write needs none either.
+    if isinstance(x, Variable) and y._data is not None and MODE.get()[BACKPROP]:
+        _views[y._node] = (x._node, key)
+
+
 def _rebind(var: Variable, out: Variable) -> None:
     """Make ``var`` the Variable of ``out``'s node (its old node stays in the graph)."""
     if out._node.creator_node is None:
         var.array = out._data  # no graph: only the data changes
         return
-    old = var._node
-    old._variable = _dead
+    # Written in place, the old node's array is still var's: views of it may need var.
+    var._node._variable = _Rebound(var) if out._data is var._data else _dead
     var._data = out._data
     var._node = out._node
     out._node._variable = weakref.ref(var)
@@ -135,30 +222,71 @@ def _check_leaf(var: Variable, op: str, *others: Any) -> None:
         )
 
 
-def _check_view_of_leaf(var: Variable, value: Any) -> None:
-    """Refuse a write into a view of the memory of a leaf that requires a gradient."""
+def _current(node: VariableNode, memory: Any) -> Variable | None:
+    """The live Variable whose array is ``node``'s, if that array is in ``memory``."""
+    ref = node._variable
+    var = ref.rebound() if ref.__class__ is _Rebound else ref()
+    if var is None or var._data is None or _versions.memory_of(var._data) is not memory:
+        return None
+    return var
+
+
+# A chain of indexing views, from the written Variable up: (key, node, Variable)
+# for ``child = node's value[key]``, with the live Variable holding that value now.
+_Chain = list[tuple[Any, VariableNode, Variable | None]]
+
+
+class _Views:
+    """What a write into ``var`` changes besides ``var`` (see :func:`_views_of`)."""
+
+    __slots__ = ("chain", "others")
+
+    def __init__(self, chain: _Chain, others: list[tuple[Variable, str]]) -> None:
+        self.chain = chain
+        self.others = others
+
+
+def _views_of(var: Variable, value: Any) -> _Views | None:
+    """Before ``var[key] = value``: the Variables whose arrays share ``var``'s memory.
+
+    Refuses a write into the memory of a leaf that requires a gradient. Returns the
+    chain of indexing views that made ``var`` (to rebase after the write) and the
+    other live Variables sharing its memory, or ``None`` when there are none or the
+    write is not recorded.
+    """
     data = var._data
-    if data is None or var._node.creator_node is None or not _records(var, value):
-        return
+    if data is None or not _records(var, value):
+        return None
     memory = _versions.memory_of(data)
     if memory is data:
-        return  # the array owns its memory (arrays that wrap another's always walk)
-    # A leaf's memory reaches ``var`` through nodes that all share it: walk up the
-    # graph, past nodes whose array is gone, and stop at arrays of other memory.
+        return None  # the array owns its memory (arrays that wrap another's always walk)
+    from agnograd.functions._indexing import GetItem, is_basic
+
+    # The memory reaches ``var`` through nodes that all share it: walk up the graph,
+    # past nodes whose array is gone, and stop at arrays of other memory.
+    # Each node is walked with the first function on its path from ``var`` that is
+    # not indexing (None while there is none: the node is then on the chain below).
+    others: dict[int, tuple[Variable, str]] = {}
     seen = {var._node}
-    stack = [var._node]
+    stack: list[tuple[VariableNode, str | None]] = [(var._node, None)]
     while stack:
-        func = stack.pop().creator_node
-        for node in (func.inputs or ()) if func is not None else ():
+        node, how = stack.pop()
+        func = node.creator_node
+        if func is None:
+            continue
+        inputs = func.inputs or ()
+        if isinstance(func, SetItem | _WrittenThroughView):
+            inputs = inputs[:1]  # the value's elements were copied, not viewed
+        elif how is None and not (isinstance(func, GetItem) and is_basic(func.key)):
+            how = func.label
+        for node in inputs:
             if node in seen:
                 continue
             seen.add(node)
             node_data = node.data
             if node_data is not None and _versions.memory_of(node_data) is not memory:
                 continue
-            if node.creator_node is not None:
-                stack.append(node)
-            elif node.requires_grad and node_data is not None:
+            if node.creator_node is None and node.requires_grad and node_data is not None:
                 leaf = node._variable()
                 what = "a leaf" if leaf is None else leaf._describe() + ", a leaf"
                 raise RuntimeError(
@@ -168,6 +296,67 @@ def _check_view_of_leaf(var: Variable, value: Any) -> None:
                     "copy (y = x * 1, then y[...] = value), or do it inside "
                     "agnograd.no_backprop_mode() (e.g. a parameter update)"
                 )
+            base = _current(node, memory)
+            if how is not None and base is not None and base is not var:
+                others.setdefault(id(base), (base, how))
+            stack.append((node, how))
+
+    # The chain of indexing views: GetItem nodes in the graph, note_view's records
+    # outside it, and writes in place between them (the same array).
+    chain: _Chain = []
+    node = var._node
+    while True:
+        func = node.creator_node
+        if func is None:
+            link = _views.get(node)
+            if link is None:
+                break
+            parent, key = link
+        elif isinstance(func, SetItem | _WrittenThroughView) and not getattr(func, "copy", False):
+            node = func.inputs[0]  # type: ignore[index]
+            continue
+        elif isinstance(func, GetItem) and is_basic(func.key):
+            parent, key = func.inputs[0], func.key  # type: ignore[index]
+        else:
+            break
+        base = _current(parent, memory)
+        chain.append((key, parent, None if base is var else base))
+        node = parent
+    while chain and chain[-1][2] is None:
+        chain.pop()  # nothing to rebase above the last live Variable
+    for _, _, base in chain:
+        others.pop(id(base), None)
+    if not chain and not others:
+        return None
+    return _Views(chain, list(others.values()))
+
+
+def _rebase(var: Variable, views: _Views) -> None:
+    """After a write into ``var``'s array: rebind the Variables it views (see the module)."""
+    chain = views.chain
+    # The arrays of levels whose Variable is gone: views of the nearest live one above.
+    arrays: list[Any] = [None] * len(chain)
+    for i in reversed(range(len(chain))):
+        base = chain[i][2]
+        arrays[i] = base._data if base is not None else arrays[i + 1][chain[i + 1][0]]
+    child = var
+    for (key, node, base), data in zip(chain, arrays, strict=True):
+        # base's new value: its old value with base[key] replaced by child's new value.
+        source = base if base is not None else Variable._from_node(node, data)
+        out = SetItem(key, None, done=True).apply((source, child))[0]
+        if base is not None:
+            _rebind(base, out)
+            out = base
+        child = out
+    for other, how in views.others:
+        message = (
+            f"backward of WrittenThroughView: the array of {other._describe()} was changed "
+            f"by a write into {var._describe()}, a view of its memory made by {how}, not "
+            "by indexing it, so which of its elements changed is unknown and its gradient "
+            "would be wrong. Write through an index of it (x[...] = value, or "
+            "x[0:2][0] = value), or into a copy of the view (v = v * 1)"
+        )
+        _rebind(other, _WrittenThroughView(message).apply((other, var))[0])
 
 
 def setitem(self: Variable, key: Any, value: Any) -> None:
@@ -175,7 +364,7 @@ def setitem(self: Variable, key: Any, value: Any) -> None:
     from agnograd.functions._indexing import normalize_key
 
     _check_leaf(self, "__setitem__", value)
-    _check_view_of_leaf(self, value)
+    views = _views_of(self, value)
     data = self._data
     if data is not None:
         key = normalize_key(key, raw_namespace(data), _device(data), len(data.shape))
@@ -192,6 +381,8 @@ def setitem(self: Variable, key: Any, value: Any) -> None:
     else:
         out = SetItem(key, None, copy).apply((self, value))[0]
     _rebind(self, out)
+    if views is not None and out._data is data and out._node.creator_node is not None:
+        _rebase(self, views)  # written in place, into memory that others view
 
 
 def inplace(op: Any, name: str) -> Any:

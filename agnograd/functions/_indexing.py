@@ -22,6 +22,7 @@ import array_api_compat
 from agnograd import _extension
 from agnograd._backend import raw_namespace, scatter_add_flat
 from agnograd._function import FunctionNode
+from agnograd._inplace import note_view
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
 from agnograd.functions._core import raw, shape_of
@@ -133,7 +134,10 @@ def get_item(x: Any, slices: Any) -> Variable:
         key = normalize_key(slices, xp, None, len(x._node.shape))
     else:
         key = normalize_key(slices, raw_namespace(data), array_api_compat.device(data), data.ndim)
-    return GetItem(key).apply((x,))[0]
+    y = GetItem(key).apply((x,))[0]
+    if y._node.creator_node is None and is_basic(key):  # a view made outside the graph
+        note_view(x, key, y)
+    return y
 
 
 def scatter_add_positions(positions: Any, shape: tuple[int, ...], values: Any) -> Any:
