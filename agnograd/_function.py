@@ -61,6 +61,10 @@ class FunctionNode:
     #: outputs never require one.
     differentiable = True
 
+    # True for a node that takes inputs whose memory was written since they were
+    # computed, on purpose (agnograd._inplace's writes through views).
+    _takes_written_inputs = False
+
     #: Set to True in a subclass whose ``backward`` needs Variables (for example
     #: Chainer-style code reading ``gy.array``) even in ordinary backprop. On a
     #: library whose arrays refuse any operand but their own (array-api-strict), the
@@ -150,6 +154,10 @@ class FunctionNode:
                     raise mixed_backends(self, xp, other)
             arrays = tuple(arrays)
         self.xp = xp
+        if _versions.graph_writes and requires_grad and enable_backprop:
+            # agnograd wrote into some memory in place: no input of the graph may have
+            # been changed since it was computed (through a view of its memory).
+            _versions.check_inputs(self, nodes, arrays)
         if hooks or self._local_hooks:
             hooks = self._all_hooks()
             for hook in hooks:
@@ -204,6 +212,8 @@ class FunctionNode:
         # that counts writes itself (PyTorch): see agnograd._versions.
         if _versions.versions or xp not in _versions.uncounted:
             _record_versions(self)
+            if _versions.graph_writes:
+                _versions.note_outputs(results)
         return results  # type: ignore[no-any-return]
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:

@@ -18,10 +18,13 @@ through views whose Variable is gone, and through views of a constant, which
 written memory. A Variable whose memory was reached through a view made another
 way (``reshape``, ``permute_dims``, ...) cannot be rebased, since which of its
 elements changed is unknown: it is rebound to a node whose backward raises, so it
-is never silently wrong. Left out, as the cost of keeping other operations free:
-other views of the same memory made before the write (``a = h[0:2]``, then
-``h[0] = 1`` or ``h[1:3][0] = 1``) keep their graph, and views of a constant made
-by anything but indexing, or inside ``no_backprop_mode()``, are not followed.
+is never silently wrong. Other Variables of the same memory computed before the
+write (``a = h[0:2]``, then ``h[0] = 1`` or ``h[1:3][0] = 1``) keep a graph that
+no longer describes their values: their next use in a graph raises
+(:func:`agnograd._versions.check_inputs`; torch instead rebuilds a view's graph at
+each use, a cost on every operation). Writes inside ``no_backprop_mode()`` change
+values that no graph follows, as in ``torch.no_grad``. Left out: a constant written
+through a view made by anything but indexing keeps no graph.
 
 A leaf that requires a gradient is never written, neither directly nor through a
 view of its memory (``x[0:2][0] = v``), while a graph is recorded. Define-then-run
@@ -102,6 +105,7 @@ class SetItem(FunctionNode):
         self.scalar = scalar  # a Python scalar value, else None
         self.copy = copy  # write into a copy: the array is kept for a backward
         self.done = done
+        self._takes_written_inputs = done  # x's memory holds the write already
 
     @property
     def label(self) -> str:
@@ -158,6 +162,8 @@ class _WrittenThroughView(FunctionNode):
     Input 0 is the Variable's value before the write, input 1 the written view (so
     that the node is recorded whenever the write is); forward keeps the array.
     """
+
+    _takes_written_inputs = True
 
     def __init__(self, message: str) -> None:
         self.message = message

@@ -53,6 +53,7 @@ class VariableNode:
         "rank",
         "requires_grad",
         "shape",
+        "version",
     )
 
     def __init__(
@@ -71,6 +72,9 @@ class VariableNode:
         # Set when the leaf's data moves after a graph used it (to_device, to_chx):
         # the engine then brings its gradients to where the data is.
         self.moved = False
+        # The version of the data's memory when the data was computed (see
+        # agnograd._versions): a later write into that memory makes it stale.
+        self.version = 0
 
     @property
     def creator(self) -> FunctionNode | None:
@@ -832,6 +836,7 @@ def _new_variable(data: Any, requires_grad: bool, creator: Any, rank: int) -> Va
     node.dtype = data.dtype
     node.persistent = False
     node.moved = False
+    node.version = 0
     var._node = node
     return var
 
@@ -858,6 +863,7 @@ def _empty_variable(
     node.dtype = dtype
     node.persistent = False
     node.moved = False
+    node.version = 0
     var._node = node
     return var
 

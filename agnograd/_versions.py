@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agnograd._backend import _adapter_cache, adapter_for
+from agnograd._config import BACKPROP, MODE
 
 # id(owner of a buffer) -> number of agnograd's in-place writes into the buffer;
 # entries leave with their owners. While it is empty no write has happened.
@@ -50,17 +51,31 @@ def memory_of(array: Any) -> Any:
     return array if adapter is None else adapter.get_memory(array)
 
 
+# id(owner of a buffer) -> number of agnograd's writes into it made while backprop
+# was enabled: these make the other Variables of the buffer stale (check_inputs);
+# a write inside no_backprop_mode changes values that the graph does not follow, as
+# in torch.no_grad.
+graph_writes: dict[int, int] = {}
+
+
+def _forget(key: int) -> None:
+    versions.pop(key, None)
+    graph_writes.pop(key, None)
+
+
 def bump(array: Any) -> None:
     """Record one more in-place write into ``array``'s memory."""
     owner = memory_of(array)
     key = id(owner)
     if key not in versions:
         try:
-            weakref.finalize(owner, versions.pop, key, None)
+            weakref.finalize(owner, _forget, key)
         except TypeError:  # not weak-referenceable: cannot be tracked safely
             return
         versions[key] = 0
     versions[key] += 1
+    if MODE.get()[BACKPROP]:
+        graph_writes[key] = graph_writes.get(key, 0) + 1
 
 
 def _own(array: Any) -> int:
@@ -104,6 +119,34 @@ def record(
         counts = adapter is not None and adapter.write_count is not None
         (_counted if counts else uncounted).add(xp)
     return (of(saved_inputs) if saved_inputs else (), of(saved_outputs) if saved_outputs else ())
+
+
+def note_outputs(outputs: tuple[Any, ...]) -> None:
+    """Record on each output Variable's node the version of its data's memory."""
+    for var in outputs:
+        var._node.version = graph_writes.get(id(memory_of(var._data)), 0)
+
+
+def check_inputs(func: Any, nodes: Any, arrays: Any) -> None:
+    """Raise if an input that the graph computed was written in place since, through
+    another Variable of its memory (a view, or its base): its graph would no longer
+    describe its values, and its gradient would be wrong. Leaves are data, free to
+    change between graphs (a parameter update)."""
+    if func._takes_written_inputs:
+        return
+    for i, (node, array) in enumerate(zip(nodes, arrays, strict=True)):
+        if node.creator_node is not None and node.version != graph_writes.get(
+            id(memory_of(array)), 0
+        ):
+            var = node._variable()
+            what = "the Variable" if var is None else var._describe()
+            raise RuntimeError(
+                f"{func.label}: input {i}, {what}, was changed by a write into another "
+                "Variable that shares its memory (a view of it, or the array it views) "
+                "after it was computed, so its graph no longer describes its values and "
+                "its gradient would be wrong; take the view after the write, or write "
+                "into a copy (v = v * 1)"
+            )
 
 
 def check(func: Any, what: str, arrays: tuple[Any, ...], recorded: tuple[int, ...] | None) -> None:
