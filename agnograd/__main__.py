@@ -2,70 +2,28 @@
 
 ``demo`` runs one gradient computation, written once against the array API, on
 every installed array library and checks each gradient against a hand-derived
-one computed by the library itself, without agnograd.
+one computed by the library itself, without agnograd. The libraries are those of
+agnograd's adapter registry, so a third party's adapter installed through the
+``agnograd.backends`` entry point takes part too; each runs on its
+:meth:`~agnograd.Adapter.representative_devices` (torch: ``cpu`` and ``cuda``).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import math
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy
 
 import agnograd
-
-
-@dataclass(frozen=True)
-class Backend:
-    """An array library the demo knows how to try.
-
-    ``package`` is looked up with :func:`importlib.util.find_spec`, which never
-    imports it, so a library that is not installed costs nothing.
-    """
-
-    name: str
-    package: str
-    namespace: str
-    devices: Callable[[Any], list[Any]] = lambda xp: [None]
-    available: Callable[[], str | None] = lambda: None
-
-
-def _torch_devices(xp: Any) -> list[Any]:
-    import torch
-
-    return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
-
-
-def _cupy_unavailable() -> str | None:
-    import cupy
-
-    return None if cupy.is_available() else "no CUDA device"
-
-
-BACKENDS = (
-    Backend("numpy", "numpy", "array_api_compat.numpy"),
-    Backend("array_api_strict", "array_api_strict", "array_api_strict"),
-    Backend("torch", "torch", "array_api_compat.torch", devices=_torch_devices),
-    Backend("jax", "jax", "jax.numpy"),
-    Backend("cupy", "cupy", "array_api_compat.cupy", available=_cupy_unavailable),
-    Backend("dask", "dask", "array_api_compat.dask.array"),
-)
-
-
-def _installed(package: str) -> bool:
-    try:
-        return importlib.util.find_spec(package) is not None
-    except (ImportError, ValueError):
-        return False
-
+from agnograd._adapter import Adapter
+from agnograd._backend import adapter_names, adapters
 
 # -- the computation: written once, against whatever namespace the inputs report ----
 
@@ -134,17 +92,17 @@ def _max_error(xp: Any, got: Any, expected: Any) -> float:
     return float(xp.max(xp.abs(got - expected))) / scale
 
 
-def run_backend(backend: Backend, device: Any, expected_value: float) -> Row:
-    """Compute :func:`loss` and its gradients on ``backend`` and check them."""
-    xp = importlib.import_module(backend.namespace)
-    kwargs = {} if device is None else {"device": device}
-    arrays = [xp.asarray(a, **kwargs) for a in _inputs()]
+def run_backend(adapter: Adapter, device: Any, expected_value: float) -> Row:
+    """Compute :func:`loss` and its gradients with ``adapter``'s library on ``device``
+    and check them."""
+    xp = adapter.get_namespace()
+    arrays = [xp.asarray(a, device=device) for a in _inputs()]
     x, w, b = (agnograd.Variable(a) for a in arrays)
     y = loss(x, w, b)
     y.backward()
     dtype = arrays[0].dtype
     row = Row(
-        backend=backend.name,
+        backend=adapter.name,
         device=_short(str(_device(arrays[0]))),
         dtype=_short(str(dtype)),
         value=f"{y.item():.12f}",
@@ -174,7 +132,8 @@ def run_backend(backend: Backend, device: Any, expected_value: float) -> Row:
 
 
 def demo(names: Sequence[str] | None = None, file: Any = None) -> int:
-    """Run the demo on the backends ``names`` (all known ones by default); print a table.
+    """Run the demo on the backends ``names`` (every registered adapter by default);
+    print a table.
 
     Returns the number of failed checks.
     """
@@ -183,25 +142,25 @@ def demo(names: Sequence[str] | None = None, file: Any = None) -> int:
     expected_value = float(numpy.sum(numpy.tanh(x @ w + b) ** 2) / 6)
     rows: list[Row] = []
     start = time.perf_counter()
-    for backend in BACKENDS:
-        if names and backend.name not in names:
+    for adapter in adapters():
+        if names and adapter.name not in names:
             continue
-        if not _installed(backend.package):
-            rows.append(Row(backend.name, check="not installed"))
+        if not adapter.is_installed():
+            rows.append(Row(adapter.name, check="not installed"))
             continue
         try:
-            reason = backend.available()
-            devices = [] if reason else backend.devices(None)
+            reason = adapter.why_unusable()
+            devices = [] if reason else adapter.representative_devices()
         except Exception as error:  # a broken install is reported, not fatal
-            reason, devices = f"cannot import ({type(error).__name__}: {error})", []
+            reason, devices = f"cannot list its devices ({type(error).__name__}: {error})", []
         if reason:
-            rows.append(Row(backend.name, check=f"skipped: {reason}"))
+            rows.append(Row(adapter.name, check=f"skipped: {reason}"))
         for device in devices:
             try:
-                rows.append(run_backend(backend, device, expected_value))
+                rows.append(run_backend(adapter, device, expected_value))
             except Exception as error:  # reported as a failed check
                 message = f"FAIL ({type(error).__name__}: {error})"
-                rows.append(Row(backend.name, check=message, failed=True))
+                rows.append(Row(adapter.name, check=message, failed=True))
     elapsed = time.perf_counter() - start
 
     header = Row("backend", "device", "dtype", "value", "gradient check")
@@ -238,13 +197,13 @@ def _parser() -> argparse.ArgumentParser:
         "demo",
         help="differentiate one function on every installed array library",
         description=f"Compute the gradients of {_FORMULA} on every installed array library "
-        "(numpy, array_api_strict, torch, jax, cupy, dask) and compare them with gradients "
-        "derived by hand. Exits with status 1 if any check fails.",
+        f"({', '.join(adapter_names())}) and compare them with gradients derived by hand. "
+        "Exits with status 1 if any check fails.",
     )
     demo_parser.add_argument(
         "--backend",
         action="append",
-        choices=[b.name for b in BACKENDS],
+        choices=adapter_names(),
         help="only this library (repeat the option for several)",
     )
     return parser

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import importlib
+import importlib.util
 import re
 import warnings
 from collections.abc import Callable, Sequence
@@ -101,6 +102,24 @@ class Adapter:
     views : bool
         Whether arrays of this library are buffers that DLPack can share (``False``
         for lazy libraries such as Dask).
+    unusable : callable, optional
+        ``unusable() -> str or None``: why the installed library cannot be used on
+        this machine (CuPy without a GPU: ``"no CUDA device"``), ``None`` when it
+        can. Imports the library. Without it an installed library whose namespace
+        imports is usable.
+    fallback_for : tuple of str
+        What this library stands in for when an array's own library lacks it:
+        ``"cpu"`` (``Variable.to_cpu`` of an array whose library has no device in
+        host memory goes here; NumPy) and ``"gpu"`` (``Variable.to_gpu`` of an array
+        whose library has no GPU; CuPy). Where several adapters declare the same,
+        the first in ``order`` whose library is installed is used.
+    order : int
+        Where the library comes in lists of backends (the demo, the pytest
+        plugin's fixtures, ``--backend all`` of the conformance suite): lower
+        first, ties in registration order. agnograd's own adapters use 10 to 60.
+    title : str
+        The library's name as people write it, for messages (``"CuPy"``);
+        default: ``name``.
 
     Examples
     --------
@@ -129,6 +148,10 @@ class Adapter:
     memory: Callable[[Any], Any] | None = None
     write_count: Callable[[Any], int | None] | None = None
     views: bool = True
+    unusable: Callable[[], str | None] | None = None
+    fallback_for: tuple[str, ...] = ()
+    order: int = 100
+    title: str = ""
 
     # -- ownership (never imports the library) ------------------------------------
 
@@ -139,6 +162,74 @@ class Adapter:
     def owns_device(self, device: Any) -> bool:
         """Whether ``device`` is one of this library's own device objects."""
         return type(device).__module__.partition(".")[0] in self.modules
+
+    # -- what the lists of backends ask ------------------------------------------------
+
+    def is_installed(self) -> bool:
+        """Whether the library can be found (without importing it)."""
+        try:
+            return importlib.util.find_spec(self.modules[0]) is not None
+        except (ImportError, ValueError, IndexError):
+            return False
+
+    def why_unusable(self) -> str | None:
+        """Why the library cannot be used here (``None``: it can); imports it.
+
+        ``"not installed"``, a failed import, or what the ``unusable`` hook says.
+        """
+        if not self.is_installed():
+            return "not installed"
+        try:
+            self.get_namespace()
+            return None if self.unusable is None else self.unusable()
+        except Exception as error:  # a broken install is a reason, not a crash
+            return f"cannot import ({type(error).__name__}: {error})"
+
+    # -- capabilities, derived from the devices and their DLPack types ---------------
+
+    def host_device(self) -> Any:
+        """A device of this library in host memory (the default device when it is
+        one), ``None`` when the library has none (CuPy)."""
+        default = self.get_default_device()
+        candidates = [default, *(d for d in self.get_devices() if d != default)]
+        for device in candidates:
+            if self.get_dlpack_device(device)[0] == DLPACK_CPU:
+                return device
+        return None
+
+    def gpu_devices(self) -> list[tuple[int, Any]]:
+        """The library's accelerators (CUDA, ROCm, Metal, ...) as ``(number, device)``
+        pairs, numbered as DLPack numbers them; empty when it has none."""
+        found = []
+        for device in self.get_devices():
+            kind, index = self.get_dlpack_device(device)
+            if kind in DLPACK_ACCELERATORS:
+                found.append((index, device))
+        return found
+
+    def gpu_device(
+        self, index: int | None = None, gpus: Sequence[tuple[int, Any]] | None = None
+    ) -> Any:
+        """GPU number ``index`` of the library, or with ``None`` its default device
+        when that is a GPU, else its first GPU; ``None`` when there is no such GPU.
+        ``gpus``: what :meth:`gpu_devices` returned, when already asked."""
+        gpus = self.gpu_devices() if gpus is None else gpus
+        if index is not None:
+            return next((g for i, g in gpus if i == index), None)
+        if not gpus:
+            return None
+        default = self.get_default_device()
+        return default if any(default == g for _, g in gpus) else gpus[0][1]
+
+    def representative_devices(self) -> list[Any]:
+        """The devices one computation is worth trying on: the default device, then
+        a device in host memory and a GPU where the library has them and the default
+        is not one (torch: ``cpu`` and ``cuda:0``). What ``agnograd demo`` runs on."""
+        chosen = [self.get_default_device()]
+        for device in (self.host_device(), self.gpu_device()):
+            if device is not None and not any(device == c for c in chosen):
+                chosen.append(device)
+        return chosen
 
     # -- what agnograd calls: the hook, or the standard's way ------------------------
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
-import importlib.util
 from typing import Any
 
 import array_api_compat
@@ -192,9 +191,24 @@ def _adapters() -> tuple[Any, ...]:
     return (*found, *_registered)
 
 
+def adapters() -> list[Any]:
+    """The registered adapters, one per name (the last registered wins), in their
+    ``order``: the single list of backends that everything else asks.
+
+    Examples
+    --------
+    >>> from agnograd._backend import adapters
+    >>> [a.name for a in adapters()][:2]
+    ['numpy', 'array_api_strict']
+    """
+    last = {a.name: a for a in _adapters()}
+    return sorted(last.values(), key=lambda a: a.order)
+
+
 def adapter_names() -> list[str]:
-    """Names of the adapters registered in the ``agnograd.backends`` entry-point group."""
-    return [a.name for a in _adapters()]
+    """Names of the registered adapters (entry points and :func:`register_adapter`),
+    in their ``order``."""
+    return [a.name for a in adapters()]
 
 
 def register_adapter(adapter: Any) -> None:
@@ -234,7 +248,8 @@ def adapter_named(name: str) -> Any:
 
 
 def installed_backends() -> list[str]:
-    """Names of the adapters whose library is installed (found without importing it).
+    """Names of the adapters whose library is installed (found without importing
+    it), in their ``order``.
 
     Examples
     --------
@@ -242,15 +257,24 @@ def installed_backends() -> list[str]:
     >>> "numpy" in installed_backends()
     True
     """
-    names = []
-    for adapter in _adapters():
-        try:
-            found = importlib.util.find_spec(adapter.modules[0]) is not None
-        except (ImportError, ValueError, IndexError):
-            found = False
-        if found and adapter.name not in names:
-            names.append(adapter.name)
-    return names
+    return [a.name for a in adapters() if a.is_installed()]
+
+
+def fallback_adapter(kind: str) -> Any:
+    """The adapter that stands in for ``kind`` (``"cpu"`` or ``"gpu"``, see
+    ``Adapter.fallback_for``) when an array's own library lacks it: the first in
+    ``order`` whose library is installed, else the first declared; ``None`` when no
+    adapter declares ``kind``.
+
+    Examples
+    --------
+    >>> from agnograd._backend import fallback_adapter
+    >>> fallback_adapter("cpu").name
+    'numpy'
+    """
+    declared = [a for a in adapters() if kind in a.fallback_for]
+    installed = [a for a in declared if a.is_installed()]
+    return (installed or declared or [None])[0]
 
 
 _adapter_cache: dict[type, Any] = {}

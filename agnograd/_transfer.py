@@ -20,7 +20,7 @@ from typing import Any
 
 from agnograd import _backend, _extension
 from agnograd._abstract import Abstract
-from agnograd._adapter import DLPACK_ACCELERATORS, DLPACK_CPU
+from agnograd._adapter import Adapter
 from agnograd._backend import backend_name, dtype_name, installed_backends
 from agnograd._device import Device, device_of, get_device, transfer, view
 from agnograd._function import FunctionNode
@@ -63,10 +63,16 @@ def to_cpu(self: Variable) -> Variable:
     if here.is_cpu:
         return self
     adapter = here.adapter
-    for native in adapter.get_devices():
-        if adapter.get_dlpack_device(native)[0] == DLPACK_CPU:
-            return to_device(self, Device(adapter, native, adapter.get_device_name(native)))
-    return to_device(self, "@numpy")
+    host = adapter.host_device()
+    if host is not None:
+        return to_device(self, Device(adapter, host, adapter.get_device_name(host)))
+    fallback = _backend.fallback_adapter("cpu")
+    if fallback is None:
+        raise ValueError(
+            f"Variable.to_cpu: {adapter.name} has no device in host memory, and no "
+            "installed adapter declares fallback_for=('cpu',) to take its arrays"
+        )
+    return to_device(self, f"@{fallback.name}")
 
 
 def to_gpu(self: Variable, device: Any = None) -> Variable:
@@ -80,32 +86,33 @@ def to_gpu(self: Variable, device: Any = None) -> Variable:
     if device is None and here.is_gpu:
         return self
     adapter = here.adapter
-    gpus = []
-    for native in adapter.get_devices():
-        kind, index = adapter.get_dlpack_device(native)
-        if kind in DLPACK_ACCELERATORS:
-            gpus.append((index, native))
+    gpus = adapter.gpu_devices()
     if gpus:
-        if device is None:
-            default = adapter.get_default_device()
-            native = default if any(default == g for _, g in gpus) else gpus[0][1]
-        else:
-            native = next((g for i, g in gpus if i == device), None)
-            if native is None:
-                raise ValueError(
-                    f"Variable.to_gpu: {adapter.name} has no GPU number {device}; its GPUs are "
-                    f"{', '.join(str(i) for i, _ in gpus)}"
-                )
-        return to_device(self, Device(adapter, native, adapter.get_device_name(native)))
-    spec = "@cupy" if device is None else f"@cupy:{device}"
+        return to_device(self, _gpu(adapter, gpus, device))
+    fallback = _backend.fallback_adapter("gpu")
+    if fallback is None:
+        raise ValueError(
+            f"Variable.to_gpu: {adapter.name} has no GPU device, and no installed adapter "
+            "declares fallback_for=('gpu',) to take its arrays"
+        )
     try:
-        target = get_device(spec)
+        get_device(f"@{fallback.name}")  # is it usable here? (says why not)
     except ValueError as error:
         raise ValueError(
-            f"Variable.to_gpu: {adapter.name} has no GPU device, so the data go to CuPy, "
-            f"which is not usable here: {error}"
+            f"Variable.to_gpu: {adapter.name} has no GPU device, so the data go to "
+            f"{fallback.title or fallback.name}, which is not usable here: {error}"
         ) from None
-    return to_device(self, target)
+    return to_device(self, _gpu(fallback, fallback.gpu_devices(), device))
+
+
+def _gpu(adapter: Adapter, gpus: list[tuple[int, Any]], index: int | None) -> Device:
+    """GPU number ``index`` among ``gpus`` of ``adapter`` (``None``: its default GPU)."""
+    native = adapter.gpu_device(index, gpus)
+    if native is None:
+        numbers = ", ".join(str(i) for i, _ in gpus) or "none"
+        what = "GPU" if index is None else f"GPU number {index}"
+        raise ValueError(f"Variable.to_gpu: {adapter.name} has no {what}; its GPUs are {numbers}")
+    return Device(adapter, native, adapter.get_device_name(native))
 
 
 def to_chx(self: Variable, target: Any, /, *, allow_copy: bool = False) -> Variable:

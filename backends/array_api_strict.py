@@ -67,4 +67,6 @@ adapter = Adapter(
     dlpack_device=lambda device: (1, 0),
     view_problem=_view_problem,
     memory=_memory,
+    order=20,
+    title="array-api-strict",
 )

@@ -14,6 +14,13 @@ def _namespace() -> Any:
     return array_api_compat.cupy
 
 
+def _unusable() -> str | None:
+    # Installed is not enough: CuPy needs a GPU, which it checks without failing.
+    import cupy
+
+    return None if cupy.is_available() else "no CUDA device"
+
+
 def _devices() -> list[Any]:
     import cupy
 
@@ -85,4 +92,8 @@ adapter = Adapter(
     export_copy=lambda array: array.copy(order="C"),
     data_pointer=lambda array: array.data.ptr,
     memory=base_root,
+    unusable=_unusable,
+    fallback_for=("gpu",),  # to_gpu of a library without a GPU (NumPy)
+    order=50,
+    title="CuPy",
 )

@@ -73,4 +73,6 @@ adapter = Adapter(
     dlpack_device=lambda device: (1, 0),
     export_copy=lambda array: array.compute(),
     views=False,
+    order=60,
+    title="Dask",
 )

@@ -125,4 +125,6 @@ adapter = Adapter(
     dlpack_device=_dlpack_device,
     use_device=_use_device,
     data_pointer=lambda array: array.unsafe_buffer_pointer(),
+    order=40,
+    title="JAX",
 )

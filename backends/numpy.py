@@ -78,4 +78,7 @@ adapter = Adapter(
     export_copy=_export_copy,
     data_pointer=lambda array: array.__array_interface__["data"][0],
     memory=base_root,
+    fallback_for=("cpu",),  # to_cpu of a library without host memory (CuPy)
+    order=10,
+    title="NumPy",
 )

@@ -150,4 +150,6 @@ adapter = Adapter(
     data_pointer=lambda array: array.data_ptr(),
     memory=_memory,
     write_count=_write_count,
+    order=30,
+    title="PyTorch",
 )

@@ -22,6 +22,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import platform
 from collections.abc import Callable, Iterable, Mapping
@@ -31,6 +32,7 @@ from typing import Any
 from agnograd.conformance._checks import CHECKS, Target, default_dtype, run_check
 from agnograd.conformance._report import STATUSES, Report, Result, summary_table
 
+from agnograd._backend import adapter_named
 from agnograd.testing._backends import (
     backend_namespace,
     default_device,
@@ -40,14 +42,6 @@ from agnograd.testing._backends import (
 )
 
 XFAIL_DIR = Path(__file__).parent / "xfails"
-_DISTRIBUTIONS = {
-    "numpy": "numpy",
-    "torch": "torch",
-    "jax": "jax",
-    "array_api_strict": "array-api-strict",
-    "cupy": "cupy-cuda12x",
-    "dask": "dask",
-}
 
 XfailList = Mapping[tuple[str, str], str]
 
@@ -151,9 +145,34 @@ def _functions(names: Iterable[str] | None) -> dict[str, Callable[..., Any]]:
     return chosen
 
 
+@functools.cache
+def _distributions_of_modules() -> Mapping[str, list[str]]:
+    return importlib.metadata.packages_distributions()
+
+
+def _distributions(backend: str) -> list[str]:
+    """The installed distributions that provide ``backend``'s library: those of its
+    adapter's top-level modules (``cupy`` comes from ``cupy-cuda12x``, ``tinylib``
+    from whatever package installed it), else the backend's own name.
+
+    Examples
+    --------
+    >>> from agnograd.conformance import _distributions
+    >>> _distributions("numpy")
+    ['numpy']
+    """
+    try:
+        modules = adapter_named(backend).modules
+    except ValueError:
+        modules = (backend,)
+    found = _distributions_of_modules()
+    names = [d for m in modules for d in found.get(m, [])]
+    return list(dict.fromkeys(names)) or [backend]
+
+
 def _environment(backend: str, device: Any, xp: Any) -> dict[str, str]:
     env = {"python": platform.python_version()}
-    for dist in ("agnograd", _DISTRIBUTIONS.get(backend, backend), "hypothesis"):
+    for dist in ("agnograd", *_distributions(backend), "hypothesis"):
         try:
             env[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:

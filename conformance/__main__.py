@@ -26,7 +26,7 @@ def _parser() -> argparse.ArgumentParser:
         required=True,
         metavar="NAME[:DEVICE]",
         help="backend to check (numpy, array_api_strict, torch, jax, ...); repeatable, "
-        "comma-separated, or 'all' for every installed backend",
+        "comma-separated, or 'all' for every installed backend usable here",
     )
     parser.add_argument(
         "--out",
@@ -53,14 +53,19 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _targets(values: Sequence[str]) -> list[tuple[str, str | None]]:
-    from agnograd.testing import installed_backends
+    from agnograd._backend import adapters
 
     targets: list[tuple[str, str | None]] = []
     for value in values:
         for item in value.split(","):
             item = item.strip()
-            if item == "all":
-                targets += [(name, None) for name in installed_backends()]
+            if item == "all":  # every adapter of the registry that can run here
+                for adapter in [a for a in adapters() if a.is_installed()]:
+                    reason = adapter.why_unusable()
+                    if reason is None:
+                        targets.append((adapter.name, None))
+                    else:
+                        print(f"skipping {adapter.name}: {reason}", flush=True)
             elif item:
                 name, _, device = item.partition(":")
                 targets.append((name, device or None))

@@ -1,4 +1,5 @@
-"""Shared fixtures: the ``backend`` fixture runs a test once per array library.
+"""Shared fixtures: the ``backend`` fixture runs a test once per array library of
+agnograd's adapter registry (those whose arrays are memory buffers in host memory).
 
 Tests build their inputs with ``backend.asarray`` from Python lists or NumPy arrays
 and compare results with ``backend.to_numpy``. Expected values are computed with
@@ -9,27 +10,27 @@ modules share the process).
 
 from __future__ import annotations
 
-import importlib
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pytest
 
-from agnograd import Variable
+from agnograd import Adapter, Variable, _backend
+from agnograd._adapter import DLPACK_CPU
 
 # Two CPU devices for JAX, so that its multi-device tests run on any machine; the flag
 # is read once, when jax is first imported (nothing has imported it yet).
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
-# (fixture id, module that holds the library's array API namespace)
-_BACKENDS = [
-    ("numpy", "numpy"),
-    ("array_api_strict", "array_api_strict"),
-    ("torch", "torch"),
-    ("jax", "jax.numpy"),
-]
+
+def _buffer_backends() -> list[str]:
+    """The registry's installed backends whose arrays are memory buffers (not Dask's
+    lazy graphs), in the adapters' order: the ``backend`` fixture's tests write into
+    arrays and read them back through NumPy. Nothing is imported to decide."""
+    return [a.name for a in _backend.adapters() if a.is_installed() and a.views]
 
 
 @dataclass(frozen=True)
@@ -39,9 +40,11 @@ class Backend:
     Attributes
     ----------
     name : str
-        The fixture id: ``"numpy"``, ``"array_api_strict"``, ``"torch"`` or ``"jax"``.
+        The fixture id, the adapter's name: ``"numpy"``, ``"array_api_strict"``,
+        ``"torch"``, ``"jax"``, ...
     xp : module
-        The library's own namespace (``numpy``, ``array_api_strict``, ``torch``,
+        The namespace its adapter reports, the one ``Variable.xp`` gives
+        (``array_api_compat.numpy``, ``array_api_strict``, ``array_api_compat.torch``,
         ``jax.numpy``).
     """
 
@@ -82,9 +85,26 @@ class Backend:
         return getattr(self.xp, name)
 
 
-@pytest.fixture(params=[name for name, _ in _BACKENDS], ids=[name for name, _ in _BACKENDS])
+@pytest.fixture(params=_buffer_backends())
 def backend(request: pytest.FixtureRequest) -> Backend:
-    """The array library under test; skipped when it is not installed."""
-    module = dict(_BACKENDS)[request.param]
-    pytest.importorskip(module.partition(".")[0])
-    return Backend(request.param, importlib.import_module(module))
+    """The array library under test; skipped where it cannot run (CuPy without a GPU)
+    or keeps its arrays off host memory, where NumPy cannot read them."""
+    adapter = _backend.adapter_named(request.param)
+    reason = adapter.why_unusable()
+    if reason is not None:
+        pytest.skip(f"{adapter.name} is unusable here: {reason}")
+    if adapter.get_dlpack_device(adapter.get_default_device())[0] != DLPACK_CPU:
+        pytest.skip(f"{adapter.name} keeps its arrays off host memory by default")
+    return Backend(adapter.name, adapter.get_namespace())
+
+
+@pytest.fixture
+def scratch_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Adapter], None]]:
+    """``register_adapter`` for one test: the adapters it registers are forgotten after."""
+    monkeypatch.setattr(_backend, "_registered", list(_backend._registered))
+    _backend._adapters.cache_clear()
+    _backend._adapter_cache.clear()
+    yield _backend.register_adapter
+    monkeypatch.undo()
+    _backend._adapters.cache_clear()
+    _backend._adapter_cache.clear()

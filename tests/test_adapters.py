@@ -3,6 +3,7 @@ and their standard-based defaults, and a third-party adapter installed for real.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -15,11 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agnograd import Adapter
+from agnograd import Adapter, Variable
 from agnograd._backend import (
     adapter_for,
     adapter_named,
     adapter_names,
+    adapters,
+    fallback_adapter,
     installed_backends,
     register_adapter,
     scatter_add_flat,
@@ -136,7 +139,8 @@ def test_an_adapter_with_only_a_name_uses_the_standard():
         pass
 
 
-def test_register_adapter_adds_a_library_for_this_process():
+def test_register_adapter_adds_a_library_for_this_process(scratch_registry):
+    assert scratch_registry is register_adapter  # forgotten after the test
     register_adapter(Adapter(name="test_adapters_lib", modules=("test_adapters_lib",)))
     assert "test_adapters_lib" in adapter_names()
     assert "test_adapters_lib" not in installed_backends()  # its library cannot be found
@@ -144,6 +148,111 @@ def test_register_adapter_adds_a_library_for_this_process():
         get_device("@test_adapters_lib")
     owned = type("Array", (), {"__module__": "test_adapters_lib.core"})()
     assert adapter_for(owned).name == "test_adapters_lib"
+
+
+# ---------------------------------------------------------------------------------
+# The registry: one list of backends, and what it says about each
+
+
+def test_the_registry_lists_each_backend_once_in_order(scratch_registry):
+    assert [a.name for a in adapters()][: len(BUILT_IN)] == [
+        "numpy",
+        "array_api_strict",
+        "torch",
+        "jax",
+        "cupy",
+        "dask",
+    ]
+    assert adapter_names() == [a.name for a in adapters()]
+    again = Adapter(name="array_api_strict", modules=("array_api_strict",), order=1)
+    scratch_registry(again)
+    assert adapters()[0] is again  # the last registered wins, at its own place
+    assert adapter_names().count("array_api_strict") == 1
+
+
+def test_why_unusable(scratch_registry):
+    assert adapter_named("numpy").why_unusable() is None
+    missing = Adapter(name="missing_lib", modules=("surely_not_an_installed_lib",))
+    assert not missing.is_installed()
+    assert missing.why_unusable() == "not installed"
+    no_gpu = Adapter(name="no_gpu_lib", modules=("numpy",), unusable=lambda: "no GPU here")
+    assert no_gpu.is_installed()
+    assert no_gpu.why_unusable() == "no GPU here"
+
+    def broken() -> object:
+        raise ImportError("libfoo.so: no such file")
+
+    bad = Adapter(name="bad_lib", modules=("numpy",), namespace=broken)
+    assert bad.why_unusable() == "cannot import (ImportError: libfoo.so: no such file)"
+
+
+def test_host_and_gpu_capabilities():
+    numpy_adapter = adapter_named("numpy")
+    assert numpy_adapter.host_device() == "cpu"
+    assert numpy_adapter.gpu_devices() == []
+    assert numpy_adapter.gpu_device() is None
+    assert numpy_adapter.representative_devices() == ["cpu"]
+    xs = pytest.importorskip("array_api_strict")
+    strict = adapter_named("array_api_strict")
+    assert strict.host_device() == xs.Device("CPU_DEVICE")  # the default, of several
+    assert strict.representative_devices() == [xs.Device("CPU_DEVICE")]
+    torch = pytest.importorskip("torch")
+    torch_adapter = adapter_named("torch")
+    assert torch_adapter.host_device() == torch.device("cpu")
+    expected = [torch.device("cpu")]
+    if torch.cuda.is_available():
+        expected.append(torch.device("cuda", torch.cuda.current_device()))
+    assert torch_adapter.representative_devices() == expected
+
+
+def test_fallbacks_come_from_the_registry(scratch_registry):
+    assert fallback_adapter("cpu").name == "numpy"
+    assert fallback_adapter("gpu").name == "cupy"  # declared, installed or not
+    assert fallback_adapter("tpu") is None
+    host = Adapter(name="host_lib", modules=("numpy",), fallback_for=("cpu",), order=5)
+    scratch_registry(host)
+    assert fallback_adapter("cpu") is host
+    ghost = Adapter(name="ghost", modules=("surely_not_an_installed_lib",), order=1)
+    scratch_registry(dataclasses.replace(ghost, fallback_for=("cpu",)))
+    assert fallback_adapter("cpu") is host  # an installed library comes first
+
+
+class _GpuArray(np.ndarray):
+    """A toy GPU library's array: NumPy memory that says it is on a GPU."""
+
+    __module__ = "fake_gpu_lib"
+
+
+def test_to_gpu_and_to_cpu_go_to_the_registrys_fallbacks(scratch_registry, tmp_path, monkeypatch):
+    # A library without a GPU (NumPy) moves to the adapter that declares
+    # fallback_for=("gpu",), whatever its name, and back to the "cpu" fallback.
+    (tmp_path / "fake_gpu_lib.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    scratch_registry(
+        Adapter(
+            name="fake_gpu",
+            modules=("fake_gpu_lib",),
+            namespace=lambda: get_device("@numpy").xp,
+            devices=lambda: ["gpu0", "gpu1"],
+            default_device=lambda: "gpu0",
+            device_of=lambda array: "gpu0",
+            dlpack_device=lambda device: (2, int(device[-1])),
+            from_dlpack=lambda obj, device, copy: np.from_dlpack(obj, copy=copy).view(_GpuArray),
+            fallback_for=("gpu",),
+            order=1,
+        )
+    )
+    x = Variable(np.array([1.0, 2.0]), grad=np.ones(2))
+    with pytest.raises(ValueError, match="fake_gpu has no GPU number 7; its GPUs are 0, 1"):
+        x.to_gpu(7)
+    assert x.to_gpu() is x
+    assert x.device.name == "@fake_gpu:gpu0"
+    assert x.device.is_gpu
+    assert type(x.array) is _GpuArray
+    assert type(x.grad) is _GpuArray
+    x.to_cpu()  # the toy library has no host device: NumPy's
+    assert x.device.name == "@numpy"
+    assert type(x.array) is np.ndarray
 
 
 # ---------------------------------------------------------------------------------
@@ -195,10 +304,12 @@ _DISCOVERY = textwrap.dedent(
 )
 
 
-@pytest.mark.slow
-def test_third_party_adapter_is_discovered_after_pip_install(tmp_path):
+@pytest.fixture(scope="module")
+def plugin_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment of a Python that has the plug-in package pip-installed."""
     if importlib.util.find_spec("setuptools") is None:
         pytest.skip("building the plug-in needs setuptools")
+    tmp_path = tmp_path_factory.mktemp("plugin")
     source, target = tmp_path / "src", tmp_path / "site"
     # Built from a copy: pip builds in the source tree and would leave files there.
     shutil.copytree(
@@ -217,14 +328,57 @@ def test_third_party_adapter_is_discovered_after_pip_install(tmp_path):
     assert install.returncode == 0, install.stdout + install.stderr
     assert list(target.glob("agnograd_tinylib-*.dist-info"))
     path = os.pathsep.join(filter(None, [str(target), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path}
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def _run(env: dict[str, str], *args: str, cwd: Path | None = None) -> str:
     result = subprocess.run(
-        [sys.executable, "-c", _DISCOVERY],
+        [sys.executable, *args],
         capture_output=True,
         text=True,
         env=env,
+        cwd=cwd,
         timeout=300,
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.strip().endswith("OK")
+    return result.stdout
+
+
+@pytest.mark.slow
+def test_third_party_adapter_is_discovered_after_pip_install(plugin_env):
+    assert _run(plugin_env, "-c", _DISCOVERY).strip().endswith("OK")
+
+
+_PROBE = """
+def test_probe(xp, device):
+    assert float(xp.sum(xp.asarray([1.0, 2.0], device=device))) == 3.0
+"""
+
+
+@pytest.mark.slow
+def test_a_plugin_is_in_the_demo_the_fixtures_and_the_conformance_report(plugin_env, tmp_path):
+    # The demo: a row of its own, checked like the built-in libraries.
+    out = _run(plugin_env, "-m", "agnograd", "demo", "--backend", "tinylib")
+    (row,) = [line for line in out.splitlines() if line.startswith("tinylib ")]
+    assert " ok (max error " in row, out
+    assert "tinylib" in _run(plugin_env, "-m", "agnograd", "demo", "--help")
+
+    # The pytest plugin: the xp/device fixtures run on it, by default and by name.
+    (tmp_path / "test_probe.py").write_text(_PROBE)
+    pytest_args = ("-m", "pytest", "-q", "-p", "no:cacheprovider")
+    out = _run(plugin_env, *pytest_args, "--collect-only", cwd=tmp_path)
+    assert "test_probe.py::test_probe[tinylib]" in out, out
+    out = _run(plugin_env, *pytest_args, "-rA", "--agnograd-backend", "tinylib", cwd=tmp_path)
+    assert "PASSED test_probe.py::test_probe[tinylib]" in out, out
+
+    # The conformance suite: among the backends of --backend all, and its report
+    # names it and the version of the package that provides it.
+    code = "from agnograd.conformance.__main__ import _targets; print(_targets(['all']))"
+    assert "('tinylib', None)" in _run(plugin_env, "-c", code)
+    reports = tmp_path / "reports"
+    conformance = ("-m", "agnograd.conformance", "--backend", "tinylib", "--out", str(reports))
+    _run(plugin_env, *conformance, "--function", "exp", "--check", "backward", cwd=tmp_path)
+    report = (reports / "conformance-tinylib.md").read_text()
+    assert report.startswith("# Conformance of agnograd on tinylib")
+    assert "agnograd-tinylib 0.1.0" in report

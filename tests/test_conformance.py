@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -12,9 +13,11 @@ import sys
 import pytest
 from agnograd.conformance import (
     CHECKS,
+    XFAIL_DIR,
     Report,
     Result,
     _checks,
+    _distributions,
     apply_xfail,
     load_xfails,
     parse_xfails,
@@ -24,6 +27,8 @@ from agnograd.conformance import (
 from agnograd.conformance import __main__ as cli
 
 import agnograd
+from agnograd import Adapter
+from agnograd._backend import adapter_names, adapters
 from agnograd.functions._table import DIFFERENTIABLE
 from agnograd.testing import backend_namespace
 
@@ -159,8 +164,9 @@ def test_apply_xfail():
     assert apply_xfail(untouched, xfails) is untouched
 
 
-@pytest.mark.parametrize("backend", ["numpy", "array_api_strict", "torch", "jax", "dask"])
+@pytest.mark.parametrize("backend", sorted(p.stem for p in XFAIL_DIR.glob("*.txt")))
 def test_shipped_xfail_lists_parse(backend):
+    assert backend in adapter_names()  # each list belongs to a backend of the registry
     entries = load_xfails(backend)
     assert all(f == "*" or f in DIFFERENTIABLE for f, _ in entries), entries
 
@@ -207,6 +213,25 @@ def test_command_line(tmp_path, capsys):
     xfails.write_text("exp::backward  # pretend it fails\n")
     assert cli.main([*args, str(tmp_path), "--xfails", str(xfails), "--check", "backward"]) == 1
     assert "XPASS exp::backward" in capsys.readouterr().out
+
+
+def test_the_report_names_the_distribution_of_the_backend():
+    report = run_conformance("numpy", functions=["exp"], checks=["backward"], max_examples=1)
+    assert report.environment["numpy"] == importlib.metadata.version("numpy")
+    assert _distributions("no_such_backend") == ["no_such_backend"]
+
+
+def test_all_is_every_usable_backend_of_the_registry(scratch_registry, capsys):
+    scratch_registry(Adapter(name="no_gpu_lib", modules=("numpy",), unusable=lambda: "no GPU"))
+    scratch_registry(Adapter(name="missing_lib", modules=("surely_not_an_installed_lib",)))
+    targets = cli._targets(["all"])
+    assert [name for name, _ in targets] == [
+        a.name for a in adapters() if a.is_installed() and a.why_unusable() is None
+    ]
+    assert ("numpy", None) in targets
+    assert "no_gpu_lib" not in dict(targets)
+    assert "missing_lib" not in dict(targets)
+    assert "skipping no_gpu_lib: no GPU" in capsys.readouterr().out
 
 
 def test_python_dash_m(tmp_path):

@@ -6,11 +6,14 @@ import doctest
 import importlib.metadata
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 
 import agnograd
 import agnograd.__main__ as cli
+from agnograd import Adapter
+from agnograd._backend import adapters
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -28,10 +31,10 @@ def test_demo_runs_on_every_installed_backend() -> None:
     result = run("demo")
     assert result.returncode == 0, result.stdout + result.stderr
     rows = {line.split()[0]: line for line in result.stdout.splitlines()[3:] if line.strip()}
-    for backend in cli.BACKENDS:
-        assert backend.name in rows, result.stdout
-        if cli._installed(backend.package) and backend.name != "cupy":
-            assert " ok (max error " in rows[backend.name], result.stdout
+    for adapter in adapters():
+        assert adapter.name in rows, result.stdout
+        if adapter.is_installed() and "skipped: " not in rows[adapter.name]:
+            assert " ok (max error " in rows[adapter.name], result.stdout
     assert "FAIL" not in result.stdout
     assert "checks passed" in result.stdout
 
@@ -97,31 +100,52 @@ def test_error_in_a_backend_is_a_failure(
     assert "FAIL (RuntimeError: no such op)" in capsys.readouterr().out
 
 
-def test_missing_backend_is_not_imported(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def test_the_demo_lists_the_registry_in_its_order(
+    scratch_registry: Callable[[Adapter], None], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    imported: list[str] = []
-    real_import = cli.importlib.import_module
-
-    def recording_import(name: str) -> object:
-        imported.append(name)
-        return real_import(name)
-
-    monkeypatch.setattr(cli, "_installed", lambda package: package != "array_api_strict")
-    monkeypatch.setattr(cli.importlib, "import_module", recording_import)
-    assert cli.main(["demo", "--backend", "numpy", "--backend", "array_api_strict"]) == 0
-    out = capsys.readouterr().out
-    assert "array_api_strict  -" in out
-    assert "not installed" in out
-    assert imported == ["array_api_compat.numpy"]
+    # An adapter registered at run time is a backend like the built-in ones: in the
+    # --backend choices, in --help, and in the table at its place in the order.
+    scratch_registry(Adapter(name="early_lib", modules=("numpy",), order=15))
+    assert cli.main(["demo", "--backend", "array_api_strict", "--backend", "early_lib"]) == 0
+    rows = [line.split()[0] for line in capsys.readouterr().out.splitlines()[3:-2]]
+    assert rows == ["early_lib", "array_api_strict"]
+    with pytest.raises(SystemExit):
+        cli.main(["demo", "--help"])
+    assert "early_lib" in capsys.readouterr().out
 
 
-def test_installed_never_imports() -> None:
+def test_missing_backend_is_not_imported(
+    scratch_registry: Callable[[Adapter], None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    asked: list[str] = []
+
+    def namespace() -> object:
+        asked.append("namespace")
+        raise AssertionError("the namespace of a missing library was asked for")
+
+    ghost = Adapter(name="ghost", modules=("surely_not_an_installed_lib",), namespace=namespace)
+    scratch_registry(ghost)
+    assert cli.main(["demo", "--backend", "numpy", "--backend", "ghost"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[3:-2]}
+    assert rows["ghost"].split() == ["ghost", "-", "-", "-", "not", "installed"]
+    assert asked == []
+
+
+def test_unusable_backend_is_skipped_with_its_reason(
+    scratch_registry: Callable[[Adapter], None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As CuPy is on a machine without a GPU: installed, but its adapter says no.
+    scratch_registry(Adapter(name="no_gpu_lib", modules=("numpy",), unusable=lambda: "no GPU"))
+    assert cli.main(["demo", "--backend", "no_gpu_lib"]) == 0
+    assert "skipped: no GPU" in capsys.readouterr().out
+
+
+def test_listing_the_backends_never_imports() -> None:
     code = (
         "import sys, agnograd.__main__ as m; "
-        "assert m._installed('numpy') and not m._installed('surely_not_a_package'); "
-        "m._installed('jax'); m._installed('torch'); "
-        "print(sorted({'jax', 'torch', 'dask', 'cupy'} & set(sys.modules)))"
+        "m._parser(); "
+        "assert [a.is_installed() for a in m.adapters()][0]; "
+        "print(sorted({'jax', 'torch', 'dask', 'cupy', 'array_api_strict'} & set(sys.modules)))"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True

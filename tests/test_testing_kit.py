@@ -21,13 +21,17 @@ from hypothesis import strategies as st
 import agnograd
 import agnograd.functions as F
 import agnograd.testing
+from agnograd import Adapter
+from agnograd._backend import adapters
 from agnograd.functions._core import raw
 from agnograd.testing import (
     NondifferentiableError,
     assert_allclose,
     assert_array_equal,
+    backend_namespace,
     check_backward,
     check_double_backward,
+    installed_backends,
     numerical_grad,
     to_numpy,
 )
@@ -673,3 +677,34 @@ def test_plugin_imports_no_array_library():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_the_kit_lists_the_backends_of_the_adapter_registry(scratch_registry):
+    assert installed_backends() == [a.name for a in adapters() if a.is_installed()]
+    assert installed_backends()[0] == "numpy"  # the adapters' order, not discovery's
+    scratch_registry(Adapter(name="numpy_again", modules=("numpy",), namespace=lambda: np))
+    assert installed_backends()[-1] == "numpy_again"
+    assert backend_namespace("numpy_again") is np  # the adapter's own namespace hook
+    assert backend_namespace("numpy") is array_api_compat.numpy
+    with pytest.raises(ValueError, match="backend_namespace: unknown backend 'nosuchlib'"):
+        backend_namespace("nosuchlib")
+    scratch_registry(Adapter(name="no_asarray", modules=("textwrap",)))
+    with pytest.raises(ValueError, match="module textwrap of adapter 'no_asarray' has no asarray"):
+        backend_namespace("no_asarray")
+
+
+def test_the_xp_fixture_skips_an_installed_but_unusable_backend(tmp_path):
+    # Registered in a conftest.py: before the plugin reads --agnograd-backend.
+    (tmp_path / "conftest.py").write_text(
+        "import agnograd\n"
+        "agnograd.register_adapter(\n"
+        '    agnograd.Adapter(name="no_gpu_lib", modules=("numpy",), unusable=lambda: "no GPU")\n'
+        ")\n"
+    )
+    source = """
+        def test_probe(xp):
+            pass
+    """
+    result = _pytest(tmp_path, source, "--agnograd-backend", "numpy,no_gpu_lib")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "backend no_gpu_lib is installed but unusable: no GPU" in result.stdout

@@ -1,52 +1,29 @@
 """Which array libraries are installed, their namespaces and their devices.
 
+The backends are those of agnograd's adapter registry (``agnograd._backend``).
 Nothing here imports an array library until a namespace is asked for: whether a
-library is installed is decided with :func:`importlib.util.find_spec`, so the pytest
-plugin can list the backends without importing torch or jax.
+library is installed is decided without importing it, so the pytest plugin can
+list the backends without importing torch or jax.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.metadata
-import importlib.util
 import re
 import warnings
 from typing import Any
 
 import array_api_compat
 
-# name -> (top-level module that must be installed, module of its array API namespace).
-# NumPy and PyTorch go through array-api-compat because that is the namespace
-# agnograd itself computes with (``Variable.xp``); JAX and array-api-strict are
-# compliant as they are.
-KNOWN_BACKENDS: dict[str, tuple[str, str]] = {
-    "numpy": ("numpy", "array_api_compat.numpy"),
-    "array_api_strict": ("array_api_strict", "array_api_strict"),
-    "torch": ("torch", "array_api_compat.torch"),
-    "jax": ("jax", "jax.numpy"),
-    "cupy": ("cupy", "array_api_compat.cupy"),
-    "dask": ("dask", "array_api_compat.dask.array"),
-}
-
-
-def _registered_adapters() -> dict[str, tuple[str, ...]]:
-    found = {}
-    for entry in importlib.metadata.entry_points(group="agnograd.backends"):
-        try:
-            adapter = entry.load()
-        except Exception:
-            continue
-        found[adapter.name] = tuple(adapter.modules)
-    return found
+from agnograd import _backend
 
 
 def installed_backends() -> list[str]:
-    """Names of the backends whose library is installed, known ones first.
+    """Names of the backends whose library is installed, in the adapters' order.
 
-    A backend counts when agnograd knows it (numpy, array_api_strict, torch, jax,
-    cupy, dask) or an adapter is registered for it, and its top-level module can be
-    found. Nothing is imported to decide.
+    The backends are agnograd's adapter registry: the adapters shipped with
+    agnograd (numpy, array_api_strict, torch, jax, cupy, dask) and any registered
+    through the ``agnograd.backends`` entry-point group or
+    :func:`agnograd.register_adapter`. Nothing is imported to decide.
 
     Examples
     --------
@@ -54,17 +31,12 @@ def installed_backends() -> list[str]:
     >>> "numpy" in installed_backends()
     True
     """
-    names = list(KNOWN_BACKENDS)
-    modules = {name: top for name, (top, _) in KNOWN_BACKENDS.items()}
-    for name, mods in _registered_adapters().items():
-        if name not in modules and mods:
-            names.append(name)
-            modules[name] = mods[0]
-    return [n for n in names if importlib.util.find_spec(modules[n]) is not None]
+    return _backend.installed_backends()
 
 
 def backend_namespace(name: str) -> Any:
-    """The array API namespace of the backend called ``name`` (imports the library).
+    """The array API namespace of the backend called ``name`` (imports the library):
+    what its adapter reports, the namespace ``Variable.xp`` gives for its arrays.
 
     Examples
     --------
@@ -72,21 +44,21 @@ def backend_namespace(name: str) -> Any:
     >>> backend_namespace("numpy").__name__
     'array_api_compat.numpy'
     """
-    if name in KNOWN_BACKENDS:
-        return importlib.import_module(KNOWN_BACKENDS[name][1])
-    adapters = _registered_adapters()
-    if name not in adapters:
-        known = ", ".join([*KNOWN_BACKENDS, *(n for n in adapters if n not in KNOWN_BACKENDS)])
-        raise ValueError(f"backend_namespace: unknown backend {name!r}; known backends: {known}")
-    import array_api_compat
-
-    module = importlib.import_module(adapters[name][0])
-    if not hasattr(module, "asarray"):
+    try:
+        adapter = _backend.adapter_named(name)
+    except ValueError as error:
+        raise ValueError(f"backend_namespace: {error}") from None
+    try:
+        return adapter.get_namespace()
+    except AttributeError:
+        if adapter.namespace is not None:
+            raise
+        # Without a namespace hook the namespace is found from module.asarray(0).
         raise ValueError(
-            f"backend_namespace: the module {module.__name__} of adapter {name!r} has no "
-            "asarray, so its array API namespace cannot be found"
-        )
-    return array_api_compat.array_namespace(module.asarray(0.0))
+            f"backend_namespace: the module {adapter.modules[0]} of adapter {name!r} has no "
+            "asarray, so its array API namespace cannot be found (give the adapter a "
+            "namespace hook)"
+        ) from None
 
 
 def _info(xp: Any) -> Any:

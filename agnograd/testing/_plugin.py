@@ -1,9 +1,12 @@
 """pytest plugin of agnograd (entry point ``pytest11``): backend fixtures and profiles.
 
-- ``xp``: the array API namespace of each installed backend in turn (numpy,
-  array_api_strict, torch, jax, ...; array-api-compat's namespace for NumPy and
-  PyTorch, the one ``Variable.xp`` reports). A test that asks for it runs once per
-  backend, with the backend's name as its id.
+- ``xp``: the array API namespace of each installed backend in turn: every adapter
+  of agnograd's registry whose library is installed (numpy, array_api_strict,
+  torch, jax, cupy, dask and any registered through the ``agnograd.backends``
+  entry-point group), in the adapters' order, with the namespace ``Variable.xp``
+  reports (array-api-compat's for NumPy and PyTorch). A test that asks for it runs
+  once per backend, with the backend's name as its id; a backend whose library is
+  installed but unusable here (CuPy without a GPU) is skipped with the reason.
 - ``device``: the device the test should put its arrays on: the backend's default,
   or the one named with ``--agnograd-backend NAME:DEVICE``.
 - ``agnograd_backend``: the backend's name and requested device, for code that
@@ -95,7 +98,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _parse(values: list[str]) -> list[BackendSpec]:
-    from agnograd.testing._backends import KNOWN_BACKENDS, installed_backends
+    from agnograd._backend import adapter_names
+    from agnograd.testing._backends import installed_backends
 
     specs = []
     installed = installed_backends()
@@ -106,7 +110,7 @@ def _parse(values: list[str]) -> list[BackendSpec]:
                 continue
             name, _, device = item.partition(":")
             if name not in installed:
-                known = name in KNOWN_BACKENDS
+                known = name in adapter_names()
                 raise pytest.UsageError(
                     f"--agnograd-backend {item}: backend {name!r} is "
                     f"{'not installed' if known else 'unknown'}; installed backends: "
@@ -219,9 +223,13 @@ def agnograd_backend(_agnograd_backend_spec: BackendSpec) -> BackendSpec:
 @pytest.fixture(scope="session")
 def xp(_agnograd_backend_spec: BackendSpec) -> Any:
     """The array API namespace of the backend under test (one run per backend)."""
+    from agnograd._backend import adapter_named
     from agnograd.testing._backends import backend_namespace
 
     name = _agnograd_backend_spec.name
+    reason = adapter_named(name).why_unusable()
+    if reason is not None:
+        pytest.skip(f"backend {name} is installed but unusable: {reason}")
     try:
         namespace = backend_namespace(name)
         namespace.asarray(0.0)
