@@ -358,9 +358,9 @@ def transfer(array: Any, device: Device, *, copy: bool | None = None, stream: An
 
 
 def _to_host(array: Any, adapter: Adapter) -> Any:
-    for native in adapter.get_devices():
-        if adapter.get_dlpack_device(native)[0] == DLPACK_CPU:
-            return adapter.move(array, native)
+    host = adapter.host_device()
+    if host is not None:
+        return adapter.move(array, host)
     import array_api_compat
 
     return array_api_compat.to_device(array, "cpu")  # e.g. CuPy: a NumPy copy
