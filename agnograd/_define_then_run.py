@@ -172,7 +172,10 @@ def forward_all(
         # make backward raise (and none recorded in an earlier run stays).
         func._saved_versions = None
         if wanted and (_versions.versions or func.xp not in _versions.uncounted):
-            func._saved_versions = _versions.record(func.xp, saved_in or (), saved_out or ())
+            sample = (arrays_t or outputs)[0]
+            func._saved_versions = _versions.record(
+                func.xp, saved_in or (), saved_out or (), sample
+            )
         for ref, y in zip(func.outputs or (), outputs, strict=True):
             out = ref()
             if out is not None:

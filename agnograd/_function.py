@@ -211,7 +211,7 @@ class FunctionNode:
         # Versions, once some array was written in place, and always for a library
         # that counts writes itself (PyTorch): see agnograd._versions.
         if _versions.versions or xp not in _versions.uncounted:
-            _record_versions(self)
+            _record_versions(self, arrays[0])
             if _versions.graph_writes:
                 _versions.note_outputs(results)
         return results  # type: ignore[no-any-return]
@@ -396,10 +396,12 @@ def _forward_failed(error: Exception, func: FunctionNode, arrays: tuple[Any, ...
     error.add_note(f"in agnograd {func.label}.forward with inputs {_describe(arrays)}")
 
 
-def _record_versions(func: FunctionNode) -> None:
-    func._saved_versions = _versions.record(
-        func.xp, func._saved_inputs or (), func._saved_outputs or ()
+def _record_versions(func: FunctionNode, sample: Any) -> None:
+    recorded = _versions.record(
+        func.xp, func._saved_inputs or (), func._saved_outputs or (), sample
     )
+    if recorded is not None:  # a node that keeps nothing gets no entry
+        func._saved_versions = recorded
 
 
 def _describe(arrays: tuple[Any, ...]) -> str:

@@ -110,14 +110,17 @@ def of(arrays: tuple[Any, ...]) -> tuple[int, ...]:
 
 
 def record(
-    xp: Any, saved_inputs: tuple[Any, ...], saved_outputs: tuple[Any, ...]
-) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The versions a node that saved these arrays (of namespace ``xp``) keeps."""
-    saved = saved_inputs or saved_outputs
-    if saved and xp not in _counted and xp not in uncounted:
-        adapter = adapter_for(saved[0])
+    xp: Any, saved_inputs: tuple[Any, ...], saved_outputs: tuple[Any, ...], sample: Any
+) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The versions a node of namespace ``xp`` that saved these arrays keeps (``None``
+    when it saved none); ``sample``, an array of ``xp``, tells whether the library
+    counts writes itself, the first time ``xp`` is seen."""
+    if xp not in _counted and xp not in uncounted:
+        adapter = adapter_for(sample)
         counts = adapter is not None and adapter.write_count is not None
         (_counted if counts else uncounted).add(xp)
+    if not (saved_inputs or saved_outputs):
+        return None
     return (of(saved_inputs) if saved_inputs else (), of(saved_outputs) if saved_outputs else ())
 
 
