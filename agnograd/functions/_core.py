@@ -1,4 +1,5 @@
-"""Helpers shared by the rule modules: defining nodes compactly, raw views of inputs."""
+"""Helpers shared by the rule modules: the nodes of elementwise functions, the
+conjugation of complex rules, forwarding to the backend, raw views of inputs."""
 
 from __future__ import annotations
 
@@ -9,12 +10,20 @@ from collections.abc import Callable
 from typing import Any
 
 from agnograd import _versions
+from agnograd._backend import SCALARS
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._standard import signature
+from agnograd.functions._standard import parse_signature, signature
 
+#: The rule of a unary function: ``rule(xp, x, y, gy) -> gx``.
 Rule = Callable[[Any, Any, Any, Any], Any]
+#: The rule of one operand of a binary function: ``rule(xp, x1, x2, y, gy) -> gx``.
+BinaryRule = Callable[[Any, Any, Any, Any, Any], Any]
+
+#: Marks where an input goes among the arguments a node keeps (the others are
+#: Python scalars, or None).
+ARRAY = object()
 
 _ONLY = inspect.Parameter.POSITIONAL_ONLY
 _EITHER = inspect.Parameter.POSITIONAL_OR_KEYWORD
@@ -71,6 +80,55 @@ def others_product(x: Any, axes: tuple[int, ...]) -> Any:
     return xp.permute_dims(others, inverse)
 
 
+# -- complex rules ---------------------------------------------------------------------
+
+# id(dtype) -> (dtype, is it complex): rules ask on every call. Keyed by identity,
+# which needs no hashing (NumPy hashes a dtype anew each time) and never compares
+# dtypes of two libraries (array_api_strict warns when compared with NumPy's).
+_complex_dtypes: dict[int, tuple[Any, bool]] = {}
+
+
+def is_complex(a: Any) -> bool:
+    """Whether the array or Variable ``a`` has a complex dtype."""
+    dtype = a.dtype
+    known = _complex_dtypes.get(id(dtype))
+    if known is not None and known[0] is dtype:
+        return known[1]
+    result = bool(namespace_of(a).isdtype(dtype, "complex floating"))
+    if len(_complex_dtypes) > 1024:  # dtype objects made per array: keep it bounded
+        _complex_dtypes.clear()
+    _complex_dtypes[id(dtype)] = (dtype, result)
+    return result
+
+
+def conjugate(xp: Any, a: Any) -> Any:
+    """``conj(a)`` for complex arrays, ``a`` itself for real ones; a Python scalar's
+    ``conjugate()``.
+
+    Complex rules follow PyTorch's conjugate Wirtinger convention: the rule of a
+    holomorphic ``f`` multiplies the upstream gradient by ``conj(f'(z))``. For real
+    dtypes the conjugation is skipped, so real backprop pays nothing for it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from agnograd.functions._core import conjugate
+    >>> conjugate(np, np.array([1 + 2j])), conjugate(np, np.array([1.0])), conjugate(np, 2j)
+    (array([1.-2.j]), array([1.]), -2j)
+    """
+    if type(a) in SCALARS:
+        return a.conjugate()
+    # Every rule calls this: the cache of is_complex is read here without a call.
+    dtype = a.dtype
+    known = _complex_dtypes.get(id(dtype))
+    if known is not None and known[0] is dtype:
+        return xp.conj(a) if known[1] else a
+    return xp.conj(a) if is_complex(a) else a
+
+
+# -- elementwise nodes -------------------------------------------------------------------
+
+
 class Unary(FunctionNode):
     """An elementwise function of one array whose rule is ``rule(xp, x, y, gy)``.
 
@@ -116,14 +174,23 @@ def unary(
     rule: Rule,
     doc: str,
     compute: Callable[[Any, Any], Any] | None = None,
+    *,
+    module: str | None = None,
 ) -> Callable[[Any], Variable]:
     """Define the node class of ``fn`` and return the function that applies it.
 
     ``compute(xp, x)`` gives the forward for functions outside the standard;
-    standard functions are looked up by name in the input's namespace.
+    standard functions are looked up by name in the input's namespace. The node
+    class and the function report ``module`` (by default the caller's, as
+    ``collections.namedtuple`` does). Chapter modules declare rows instead
+    (:meth:`agnograd.functions._rows.Rows.unary`), which call this.
     """
+    if module is None:
+        module = sys._getframe(1).f_globals.get("__name__", __name__)
     cls_name = "".join(part.capitalize() for part in fn.split("_"))
     attrs = {
+        "__module__": module,
+        "__qualname__": cls_name,
         "fn": fn,
         "rule": staticmethod(rule),
         "_retain_in": (0,) if "x" in saves else (),
@@ -137,9 +204,89 @@ def unary(
         return node().apply((x,))[0]
 
     apply.__name__ = apply.__qualname__ = fn
+    apply.__module__ = module
     apply.__doc__ = doc
     apply.node = node  # type: ignore[attr-defined]
     return apply
+
+
+class Binary(FunctionNode):
+    """``fn(x1, x2)`` elementwise; a Python-scalar operand is kept in the node.
+
+    ``rules[k](xp, x1, x2, y, gy)`` gives the gradient of operand ``k`` (asked only
+    of array operands; a rule of None gives none). ``y`` is None unless the class
+    sets ``saves_y``, and the array operands are None unless it sets ``saves_x``.
+    """
+
+    fn: str
+    rules: tuple[BinaryRule | None, BinaryRule | None]
+    saves_x = True
+    saves_y = False
+
+    def __init__(self, s1: Any, s2: Any) -> None:
+        self.operands = (s1, s2)  # ARRAY where an input goes, else the scalar itself
+        self.which = tuple(k for k, s in enumerate(self.operands) if s is ARRAY)
+        if self.saves_x:
+            self._retain_in = tuple(range(len(self.which)))
+        if self.saves_y:
+            self._retain_out = (0,)
+
+    def _fill(self, arrays: tuple[Any, ...]) -> list[Any]:
+        it = iter(arrays)
+        return [next(it) if s is ARRAY else s for s in self.operands]
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (getattr(self.xp, self.fn)(*self._fill(inputs)),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (gy,) = grad_outputs
+        xp = namespace_of(gy)
+        kept = self.get_retained_inputs() if self.saves_x else (None,) * len(self.which)
+        x1, x2 = self._fill(kept)
+        y = self.get_retained_outputs()[0] if self.saves_y else None
+        result = []
+        for i in indexes:
+            rule = self.rules[self.which[i]]
+            result.append(None if rule is None else rule(xp, x1, x2, y, gy))
+        return tuple(result)
+
+
+def binary(
+    fn: str,
+    saves: str,
+    rules: tuple[BinaryRule | None, BinaryRule | None],
+    doc: str,
+    *,
+    module: str,
+) -> Callable[[Any, Any], Variable]:
+    """Define the node class of the binary ``fn`` and return the function applying it;
+    either operand may be a Python scalar (not both). See :class:`Binary`."""
+    cls_name = "".join(part.capitalize() for part in fn.split("_"))
+    attrs = {
+        "__module__": module,
+        "__qualname__": cls_name,
+        "fn": fn,
+        "rules": rules,
+        "saves_x": "x" in saves,
+        "saves_y": "y" in saves,
+    }
+    node = type(cls_name, (Binary,), attrs)
+
+    def apply(x1: Any, x2: Any, /) -> Variable:
+        s1, s2 = (x if type(x) in SCALARS else ARRAY for x in (x1, x2))
+        if s1 is not ARRAY and s2 is not ARRAY:
+            raise TypeError(f"{fn}: x1 and x2 are both Python scalars; make one of them an array")
+        arrays = tuple(x for x, s in ((x1, s1), (x2, s2)) if s is ARRAY)
+        return node(s1, s2).apply(arrays)[0]
+
+    apply.__name__ = apply.__qualname__ = fn
+    apply.__module__ = module
+    apply.__doc__ = doc
+    apply.node = node  # type: ignore[attr-defined]
+    return apply
+
+
+# -- functions without a gradient, forwarding ------------------------------------------
 
 
 class NonDifferentiable(FunctionNode):
@@ -188,21 +335,34 @@ def native_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {k: native_device(raw(v)) for k, v in kwargs.items()}
 
 
-def nondifferentiable(fn: str, doc: str) -> Callable[..., Variable]:
-    """The standard function ``fn`` as a node whose result carries no gradient."""
+def nondifferentiable(
+    fn: str, doc: str, *, params: str | None = None, module: str | None = None
+) -> Callable[..., Variable]:
+    """The standard function ``fn`` as a node whose result carries no gradient (see
+    :func:`forwarding` for ``params`` and ``module``)."""
 
     def compute(xp: Any, *args: Any, **kwargs: Any) -> Any:
         return getattr(xp, fn)(*args, **kwargs)
 
+    def call(*args: Any, **kwargs: Any) -> Variable:
+        return apply_nondifferentiable(compute, args, kwargs)
+
     compute.__name__ = fn
-    return forwarding(
-        fn, lambda *args, **kwargs: apply_nondifferentiable(compute, args, kwargs), doc
-    )
+    return forwarding(fn, call, doc, params=params, module=module)
 
 
-def forwarding(name: str, call: Callable[..., Any], doc: str) -> Callable[..., Any]:
-    """``call`` as the standard's function ``name``: it has the standard's signature,
-    and a call that does not fit it is a ``TypeError`` before the backend sees it.
+def forwarding(
+    name: str,
+    call: Callable[..., Any],
+    doc: str,
+    *,
+    params: str | None = None,
+    module: str | None = None,
+) -> Callable[..., Any]:
+    """``call`` as the standard's function ``name``: it has the standard's signature
+    (``params`` where given, else the one :data:`~agnograd.functions._standard.SIGNATURES`
+    lists), and a call that does not fit it is a ``TypeError`` before the backend
+    sees it. The function reports ``module`` where given.
 
     Examples
     --------
@@ -214,18 +374,18 @@ def forwarding(name: str, call: Callable[..., Any], doc: str) -> Callable[..., A
     Traceback (most recent call last):
     TypeError: argmax: too many positional arguments (signature (x, /, *, axis=None, ...))
     """
-    sig = signature(name)
+    sig = signature(name) if params is None else parse_signature(params)
     # Worked out once, so that a call is checked with a few comparisons rather than
     # Signature.bind (microseconds); a call that does not fit is bound, for the exact
     # complaint.
-    params = list(sig.parameters.values())
-    names = tuple(p.name for p in params if p.kind in (_ONLY, _EITHER))
-    positional = sys.maxsize if any(p.kind is _VAR for p in params) else len(names)
-    keywords = frozenset(p.name for p in params if p.kind in (_EITHER, _KW))
+    parameters = list(sig.parameters.values())
+    names = tuple(p.name for p in parameters if p.kind in (_ONLY, _EITHER))
+    positional = sys.maxsize if any(p.kind is _VAR for p in parameters) else len(names)
+    keywords = frozenset(p.name for p in parameters if p.kind in (_EITHER, _KW))
     # (position, name) of each required parameter; keyword-only ones have no position.
     required = [
         (names.index(p.name) if p.name in names else sys.maxsize, p.name)
-        for p in params
+        for p in parameters
         if p.default is p.empty and p.kind is not _VAR
     ]
 
@@ -246,6 +406,8 @@ def forwarding(name: str, call: Callable[..., Any], doc: str) -> Callable[..., A
         return call(*args, **kwargs)
 
     apply.__name__ = apply.__qualname__ = name
+    if module is not None:
+        apply.__module__ = module
     apply.__doc__ = doc
     apply.__signature__ = sig  # type: ignore[attr-defined]
     return apply

@@ -106,26 +106,14 @@ ALL = (
 
 
 # The standard's parameter lists of the functions agnograd forwards to the backend
-# without writing them out (its own functions spell their signatures in Python).
+# without writing them out (its own functions spell their signatures in Python, and
+# the elementwise ones without a gradient take theirs from their row: see _rows).
 # ``signature(name)`` turns them into what ``inspect.signature`` reports and what the
 # forwarding wrapper checks each call against.
-_UNARY = "x, /"
-_BINARY = "x1, x2, /"
 _REDUCTION = "x, /, *, axis=None, keepdims=False"
 _LIKE = "x, /, *, dtype=None, device=None"
 _FILLED = "shape, *, dtype=None, device=None"
 SIGNATURES = {
-    **dict.fromkeys(
-        ("bitwise_invert", "ceil", "floor", "isfinite", "isinf", "isnan", "logical_not",
-         "round", "sign", "signbit", "trunc", "unique_values"),
-        _UNARY,
-    ),
-    **dict.fromkeys(
-        ("bitwise_and", "bitwise_left_shift", "bitwise_or", "bitwise_right_shift",
-         "bitwise_xor", "equal", "floor_divide", "greater", "greater_equal", "less",
-         "less_equal", "logical_and", "logical_or", "logical_xor", "nextafter", "not_equal"),
-        _BINARY,
-    ),
     **dict.fromkeys(("all", "any", "argmax", "argmin", "count_nonzero"), _REDUCTION),
     **dict.fromkeys(("empty_like", "ones_like", "zeros_like"), _LIKE),
     **dict.fromkeys(("empty", "ones", "zeros"), _FILLED),
@@ -140,11 +128,11 @@ SIGNATURES = {
     "result_type": "*arrays_and_dtypes",
     "searchsorted": "x1, x2, /, *, side='left', sorter=None",
     "argsort": "x, /, *, axis=-1, descending=False, stable=True",
+    "unique_values": "x, /",
     "isin": "x1, x2, /, *, invert=False",  # 2025.12
 }  # fmt: skip
 
 
-@functools.cache
 def signature(name: str) -> inspect.Signature:
     """The standard's signature of ``name``, from :data:`SIGNATURES`.
 
@@ -154,10 +142,23 @@ def signature(name: str) -> inspect.Signature:
     >>> signature("argsort")
     <Signature (x, /, *, axis=-1, descending=False, stable=True)>
     """
+    return parse_signature(SIGNATURES[name])
+
+
+@functools.cache
+def parse_signature(text: str) -> inspect.Signature:
+    """The signature of the parameter list ``text``, written as in the standard.
+
+    Examples
+    --------
+    >>> from agnograd.functions._standard import parse_signature
+    >>> parse_signature("x1, x2, /")
+    <Signature (x1, x2, /)>
+    """
     param = inspect.Parameter
     kind: inspect._ParameterKind = param.POSITIONAL_OR_KEYWORD
     params: list[inspect.Parameter] = []
-    for item in SIGNATURES[name].split(", "):
+    for item in text.split(", "):
         if item == "/":
             params = [p.replace(kind=param.POSITIONAL_ONLY) for p in params]
         elif item == "*":
