@@ -113,13 +113,7 @@ def grad(
         _same_length(inputs, grad_inputs, "grad", "inputs", "grad_inputs")
         for i, (x, extra) in enumerate(zip(inputs, grad_inputs, strict=True)):
             if extra is not None:
-                raw = extra._data if isinstance(extra, Variable) else extra
-                if not is_array(raw):
-                    raise TypeError(
-                        f"grad: grad_inputs[{i}] must be an array or a Variable (or None), "
-                        f"got {type(extra).__name__}"
-                    )
-                x._check_grad(raw, f"grad: grad_inputs[{i}] for", any_dtype=True)
+                _gradient_of(x, extra, f"grad: grad_inputs[{i}]")
 
     seeds = [
         _seed(y, gy, i, loss_scale, enable_double_backprop, "grad")
@@ -184,13 +178,7 @@ def _seed(
     if data is None:
         raise RuntimeError(f"{op}: output {y._describe()} holds no data (uninitialised)")
     if gy is not None:  # of another dtype too: the engine casts what the rules return
-        raw = gy._data if isinstance(gy, Variable) else gy
-        if not is_array(raw):
-            raise TypeError(
-                f"{op}: grad_outputs[{index}] must be an array or a Variable (or None), "
-                f"got {type(gy).__name__}"
-            )
-        y._check_grad(raw, f"{op}: grad_outputs[{index}] for", any_dtype=True)
+        _gradient_of(y, gy, f"{op}: grad_outputs[{index}]")
         if isinstance(gy, Variable) and not double:
             gy = gy._data
     else:
@@ -210,6 +198,15 @@ def _seed(
     if double and not isinstance(gy, Variable):
         gy = Variable._new(gy, False)
     return y._node, gy
+
+
+def _gradient_of(var: Variable, g: Any, what: str) -> None:
+    """Raise unless ``g``, given as ``what``, is an array or a Variable that could be
+    ``var``'s gradient (of any dtype: the engine casts)."""
+    raw = g._data if isinstance(g, Variable) else g
+    if not is_array(raw):
+        raise TypeError(f"{what} must be an array or a Variable (or None), got {type(g).__name__}")
+    var._check_grad(raw, f"{what} for", any_dtype=True)
 
 
 def _sum_to(gx: Any, shape: tuple[int, ...], func: FunctionNode, index: int) -> Any:
