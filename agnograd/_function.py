@@ -12,6 +12,11 @@ from agnograd._config import HOOKS, MODE
 from agnograd._variable import Variable, VariableNode, _new_variable, _refuse_foreign_graph
 
 _weakref = weakref.ref
+# The registries of agnograd._versions, read by every operation: module globals, so
+# that reading one costs one lookup (they are never rebound, only filled).
+_written = _versions.versions
+_graph_writes = _versions.graph_writes
+_uncounted = _versions.uncounted
 
 
 class FunctionNode:
@@ -154,7 +159,7 @@ class FunctionNode:
                     raise mixed_backends(self, xp, other)
             arrays = tuple(arrays)
         self.xp = xp
-        if _versions.graph_writes and requires_grad and enable_backprop:
+        if _graph_writes and requires_grad and enable_backprop:
             # agnograd wrote into some memory in place: no input of the graph may have
             # been changed since it was computed (through a view of its memory).
             _versions.check_inputs(self, nodes, arrays)
@@ -210,9 +215,9 @@ class FunctionNode:
             self._saved_outputs = outputs if keep_all else tuple([outputs[i] for i in retain])
         # Versions, once some array was written in place, and always for a library
         # that counts writes itself (PyTorch): see agnograd._versions.
-        if _versions.versions or xp not in _versions.uncounted:
+        if _written or xp not in _uncounted:
             _record_versions(self, arrays[0])
-            if _versions.graph_writes:
+            if _graph_writes:
                 _versions.note_outputs(results)
         return results  # type: ignore[no-any-return]
 
@@ -252,7 +257,7 @@ class FunctionNode:
         if saved is None:
             raise RuntimeError(_freed_message(self, "inputs"))
         recorded = self._saved_versions
-        if recorded is not None or _versions.versions:
+        if recorded is not None or _written:
             _versions.check(self, "input", saved, None if recorded is None else recorded[0])
         if not self._variables_in_backward:
             return saved
@@ -268,7 +273,7 @@ class FunctionNode:
         if saved is None:
             raise RuntimeError(_freed_message(self, "outputs"))
         recorded = self._saved_versions
-        if recorded is not None or _versions.versions:
+        if recorded is not None or _written:
             _versions.check(self, "output", saved, None if recorded is None else recorded[1])
         if not self._variables_in_backward:
             return saved
