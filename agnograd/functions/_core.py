@@ -20,6 +20,8 @@ from agnograd.functions._standard import parse_signature, signature
 Rule = Callable[[Any, Any, Any, Any], Any]
 #: The rule of one operand of a binary function: ``rule(xp, x1, x2, y, gy) -> gx``.
 BinaryRule = Callable[[Any, Any, Any, Any, Any], Any]
+#: What a node's ``infer`` gives for each output: its shape and dtype.
+Spec = tuple[tuple[int, ...], Any]
 
 #: Marks where an input goes among the arguments a node keeps (the others are
 #: Python scalars, or None).
@@ -45,6 +47,32 @@ def shape_of(x: Any) -> tuple[int, ...]:
 def constant(x: Any) -> Variable:
     """Wrap a raw result as a Variable that requires no gradient."""
     return Variable._new(x, False)
+
+
+def normalize_axes(axis: int | tuple[int, ...] | None, ndim: int, op: str) -> tuple[int, ...]:
+    """Non-negative, sorted axes; ``None`` means all of them, and a 0-d array takes
+    axis 0 (as PyTorch's reductions do).
+
+    Examples
+    --------
+    >>> from agnograd.functions._core import normalize_axes
+    >>> normalize_axes((-1, 0), 3, "sum")
+    (0, 2)
+    >>> normalize_axes(3, 3, "sum")
+    Traceback (most recent call last):
+    ValueError: sum: axis 3 is out of range for an array of 3 dimensions
+    """
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    result = []
+    for a in axes:
+        if not -ndim <= a < max(ndim, 1):
+            raise ValueError(f"{op}: axis {a} is out of range for an array of {ndim} dimensions")
+        result.append(a % ndim if ndim else 0)
+    if len(set(result)) != len(result):
+        raise ValueError(f"{op}: repeated axis in {axis!r}")
+    return tuple(sorted(result))
 
 
 def others_product(x: Any, axes: tuple[int, ...]) -> Any:
@@ -99,6 +127,13 @@ def is_complex(a: Any) -> bool:
         _complex_dtypes.clear()
     _complex_dtypes[id(dtype)] = (dtype, result)
     return result
+
+
+def real_dtype(xp: Any, dtype: Any) -> Any:
+    """The real dtype of the same precision as ``dtype`` (``dtype`` itself if real)."""
+    if xp.isdtype(dtype, "complex floating"):
+        return xp.float32 if dtype == xp.complex64 else xp.float64
+    return dtype
 
 
 def conjugate(xp: Any, a: Any) -> Any:
@@ -313,9 +348,6 @@ class NonDifferentiable(FunctionNode):
         it = iter(inputs)
         args = [next(it) if a is ARRAY else a for a in self.template]
         return (self.compute(self.xp, *args, **self.kwargs),)
-
-
-ARRAY = object()
 
 
 def apply_nondifferentiable(

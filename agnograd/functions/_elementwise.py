@@ -48,9 +48,6 @@ from agnograd.functions._unary import ROWS as UNARY_ROWS
 
 ROWS = Rows(__name__)
 
-# The name tests/test_core.py still tests the conjugation by.
-_c = conjugate
-
 # -- binary arithmetic (the operators' functions) -----------------------------------
 
 

@@ -16,7 +16,6 @@ Conventions, chosen to agree with PyTorch (the tests' oracle):
 
 from __future__ import annotations
 
-import builtins
 import math
 from typing import Any
 
@@ -24,24 +23,9 @@ from agnograd._backend import known_shape, raw_namespace
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import others_product, raw, shape_of
+from agnograd.functions._core import conjugate, normalize_axes, others_product, raw, shape_of
 
 Axis = int | tuple[int, ...] | None
-
-
-def normalize_axes(axis: int | tuple[int, ...] | None, ndim: int, op: str) -> tuple[int, ...]:
-    """Non-negative, sorted axes; ``None`` means all of them."""
-    if axis is None:
-        return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    result = []
-    for a in axes:
-        if not -ndim <= a < builtins.max(ndim, 1):
-            raise ValueError(f"{op}: axis {a} is out of range for an array of {ndim} dimensions")
-        result.append(a % ndim if ndim else 0)
-    if len(set(result)) != len(result):
-        raise ValueError(f"{op}: repeated axis in {axis!r}")
-    return tuple(sorted(result))
 
 
 def input_shape(func: FunctionNode, i: int = 0) -> tuple[int, ...]:
@@ -51,12 +35,6 @@ def input_shape(func: FunctionNode, i: int = 0) -> tuple[int, ...]:
     shape = inputs[i].shape
     assert shape is not None, f"{func.label}: input {i} has no shape yet"
     return tuple(shape)
-
-
-def conj(x: Any) -> Any:
-    """``conj(x)`` for complex ``x``; real ``x`` itself (real backprop stays fast)."""
-    xp = namespace_of(x)
-    return xp.conj(x) if xp.isdtype(x.dtype, "complex floating") else x
 
 
 def _single_axis(axis: int | None, ndim: int, op: str) -> int:
@@ -153,7 +131,8 @@ class Prod(Sum):
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (x,) = self.get_retained_inputs()
-        return (self._kept(grad_outputs[0]) * conj(others_product(x, self.axes)),)
+        others = conjugate(namespace_of(x), others_product(x, self.axes))
+        return (self._kept(grad_outputs[0]) * others,)
 
 
 class Extremum(Sum):
@@ -432,7 +411,7 @@ class CumulativeProd(CumulativeSum):
         xp = namespace_of(gy)
         (x,) = self.get_retained_inputs()
         y = self._trim(self.get_retained_outputs()[0])
-        x, y = conj(x), conj(y)
+        x, y = conjugate(xp, x), conjugate(xp, y)
         axis = self.axis
         # gx[i] = sum over j >= i of gy[j] * prod(x[k] for k <= j, k != i).
         # Where x[i] != 0 that is rcs(gy * y)[i] / x[i] (rcs: reverse cumulative sum);
