@@ -44,13 +44,11 @@ from typing import Any
 import array_api_compat
 
 from agnograd import _versions
-from agnograd._backend import raw_namespace
+from agnograd._backend import SCALARS, raw_namespace
 from agnograd._config import AUTO_FORWARD, BACKPROP, MODE
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable, VariableNode
-
-_SCALARS = (bool, int, float, complex)
 
 
 class _Gone:
@@ -127,7 +125,7 @@ class SetItem(FunctionNode):
             # Immutable arrays: build the result with standard functions.
             xp = self.xp
             mask = _written_mask(tuple(x.shape), self.key, x)
-            if type(value) in _SCALARS:
+            if type(value) in SCALARS:
                 filled = xp.full(tuple(x.shape), value, dtype=x.dtype, device=_device(x))
             else:
                 from agnograd.functions._indexing import scatter_into_zeros
@@ -382,7 +380,7 @@ def setitem(self: Variable, key: Any, value: Any) -> None:
         creator = self._node.creator_node
         saved = creator._saved_outputs if creator is not None else None
         copy = saved is not None and any(a is data for a in saved)
-    if type(value) in _SCALARS:
+    if type(value) in SCALARS:
         out = SetItem(key, value, copy).apply((self,))[0]
     else:
         out = SetItem(key, None, copy).apply((self, value))[0]

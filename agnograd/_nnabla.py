@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Self
 import array_api_compat
 
 from agnograd import _extension
-from agnograd._backend import raw_namespace
+from agnograd._backend import SCALARS, raw_namespace
 from agnograd._graph import functions_of
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ class NnablaInterface:
 
     def _fitted(self, value: Any, what: str) -> Any:
         node = self._node
-        if type(value) in (bool, int, float, complex):
+        if type(value) in SCALARS:
             if self._data is not None:
                 xp = raw_namespace(self._data)
                 return xp.full(

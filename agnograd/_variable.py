@@ -560,7 +560,7 @@ class Variable(Operators, Printing, NnablaInterface):
         """
         from agnograd._engine import backward
 
-        if grad is not None and type(grad) in (bool, int, float, complex):
+        if grad is not None and type(grad) in _backend.SCALARS:
             data = self._data
             grad = raw_namespace(data).full(
                 data.shape, grad, dtype=data.dtype, device=array_api_compat.device(data)

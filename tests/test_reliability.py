@@ -276,3 +276,14 @@ def test_grad_inputs_of_the_wrong_kind_are_refused_with_their_index():
         agnograd.grad([y], [x], [np.ones(2)], grad_inputs=[np.ones(3)])
     (gx,) = agnograd.grad([y], [x], [np.ones(2)], grad_inputs=[np.ones(2)])
     np.testing.assert_array_equal(gx.array, [3.0, 3.0])
+
+
+def test_numpy_scalars_in_comparisons_and_writes_on_torch():
+    torch = pytest.importorskip("torch")
+    x = Variable(torch.tensor([1.0, -2.0], dtype=torch.float64))
+    mask = x > np.float64(0.0)  # took the scalar for a NumPy array: "mix two libraries"
+    assert mask.array.tolist() == [True, False]
+    h = x * 1.0
+    h[0] = np.float64(5.0)
+    F.sum(h * h).backward()
+    assert x.grad.tolist() == [0.0, -4.0]

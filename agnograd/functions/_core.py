@@ -456,4 +456,4 @@ class Bound:
 
 
 def _is_scalar(a: Any) -> bool:
-    return type(a) in (bool, int, float, complex)
+    return type(a) in SCALARS

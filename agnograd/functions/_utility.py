@@ -7,7 +7,7 @@ from typing import Any
 
 import array_api_compat
 
-from agnograd._backend import raw_namespace
+from agnograd._backend import SCALARS, raw_namespace
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
@@ -122,7 +122,7 @@ def diff(
     for name, extra in (("prepend", prepend), ("append", append)):
         if extra is None:
             continue
-        if type(extra) in (bool, int, float, complex):
+        if type(extra) in SCALARS:
             raise TypeError(
                 f"diff: {name} must be an array shaped like x except along axis, got a "
                 f"Python {type(extra).__name__}"
