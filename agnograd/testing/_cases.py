@@ -84,13 +84,9 @@ class FunctionCase:
 
     def describe(self) -> str:
         """The call with the input values, exactly (what hypothesis reports)."""
-        from agnograd.testing._assertions import to_numpy
-
         parts = []
         for x in self.inputs:
-            values = numpy.array2string(
-                to_numpy(x), separator=", ", floatmode="unique", threshold=1000
-            )
+            values = values_text(x)
             # A 0-d value gets parentheses: float64(0.), beside float64[0., 1.].
             parts.append(f"{dtype_name(x.dtype)}{values if x.shape else f'({values})'}")
         return self._format(parts)
@@ -109,6 +105,13 @@ class FunctionCase:
         if self.post is not None:
             call = f"{getattr(self.post, '__name__', 'post')}({call})"
         return call
+
+
+def values_text(x: Any) -> str:
+    """The values of an array of any library, exactly, as NumPy writes them."""
+    from agnograd.testing._assertions import to_numpy
+
+    return numpy.array2string(to_numpy(x), separator=", ", floatmode="unique", threshold=1000)
 
 
 def _short(value: Any) -> str:

@@ -10,12 +10,13 @@ import agnograd
 from agnograd._backend import raw_namespace
 from agnograd._variable import Variable
 from agnograd.testing._gradient_check import (
+    _check_backward,
     _grad_outputs,
     _outputs,
-    check_backward,
+    checked_no_grads,
     raw_array,
 )
-from agnograd.testing._numerical import as_tuple, is_float
+from agnograd.testing._numerical import as_tuple
 
 
 def check_double_backward(
@@ -71,10 +72,7 @@ def check_double_backward(
     xs = tuple(raw_array(x) for x in as_tuple(x_data))
     params = tuple(as_tuple(params)) if params is not None else ()
     n = len(xs)
-    if no_grads is None:
-        no_grads = [not is_float(x) for x in xs]
-    elif len(no_grads) != n:
-        raise ValueError(f"{op}: no_grads has {len(no_grads)} entries but x_data has {n}")
+    no_grads = checked_no_grads(no_grads, xs, op)
     differentiable = [i for i in range(n) if not no_grads[i]]
 
     constant_gys: list[Any] | None = None
@@ -132,11 +130,13 @@ def check_double_backward(
             result.append(g)
         return tuple(result)
 
-    check_backward(
+    # Checked under this function's name, so that a failure says which check failed.
+    _check_backward(
+        op,
         first_order,
         (*xs, *[gys[k] for k in present]),
         (*ggx, *ggp),
-        params=params,
+        params,
         eps=eps,
         atol=atol,
         rtol=rtol,

@@ -20,6 +20,13 @@ import agnograd
 from agnograd._backend import raw_namespace
 from agnograd._variable import Variable
 from agnograd.testing._backends import dtype_label
+from agnograd.testing._gradient_report import (
+    describe,
+    elementwise_gradient,
+    failure_message,
+    number,
+    preview,
+)
 from agnograd.testing._numerical import (
     ROUNDING_FACTOR,
     NondifferentiableError,
@@ -31,24 +38,11 @@ from agnograd.testing._numerical import (
     inner,
     is_complex,
     is_float,
-    numerical_grad,
     roundoff,
 )
 
-#: Above this many elements the elementwise gradient is not computed on failure.
-_WORST_ELEMENT_LIMIT = 4096
 #: Unit roundoff of the evaluation dtype relative to eps beyond which a check is void.
 _RESOLUTION_LIMIT = 1e-3
-
-
-def _describe(x: Any) -> str:
-    return f"({', '.join(map(str, x.shape))}), {dtype_label(x.dtype)}"
-
-
-def _preview(x: Any, limit: int = 6) -> str:
-    values = host64(x).ravel()
-    shown = ", ".join(f"{v:.4g}" for v in values[:limit])
-    return f"[{shown}{', ...' if values.size > limit else ''}]"
 
 
 class _Operand:
@@ -182,132 +176,57 @@ def check_backward(
     ...
       worst element: input 0 at (1, 0): analytic 6.0, numerical 4.0...
     """
-    op = "check_backward"
-    xs = tuple(raw_array(x) for x in as_tuple(x_data))
-    params = tuple(as_tuple(params)) if params is not None else ()
-    for j, p in enumerate(params):
-        if not isinstance(p, Variable):
-            raise TypeError(f"{op}: params[{j}] must be a Variable, got {type(p).__name__}")
-    if no_grads is None:
-        no_grads = [not is_float(x) for x in xs]
-    elif len(no_grads) != len(xs):
-        raise ValueError(f"{op}: no_grads has {len(no_grads)} entries but x_data has {len(xs)}")
+    _check_backward(
+        "check_backward",
+        func,
+        x_data,
+        y_grad,
+        params,
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
+        no_grads=no_grads,
+        dtype=dtype,
+        detect_nondifferentiable=detect_nondifferentiable,
+        seed=seed,
+    )
 
-    # -- backward -------------------------------------------------------------------
+
+def _check_backward(
+    op: str,
+    func: Callable[..., Any],
+    x_data: Any,
+    y_grad: Any,
+    params: Sequence[Variable] | Variable,
+    *,
+    eps: float,
+    atol: float,
+    rtol: float,
+    no_grads: Sequence[bool] | None,
+    dtype: Any,
+    detect_nondifferentiable: bool,
+    seed: int | None,
+) -> None:
+    """:func:`check_backward`, its messages titled ``op`` (``check_double_backward``
+    checks a first-order gradient with it)."""
+    xs = tuple(raw_array(x) for x in as_tuple(x_data))
+    params = _checked_params(params, op)
+    no_grads = checked_no_grads(no_grads, xs, op)
+
     variables = [Variable(x) for x in xs]  # floating ones require a gradient
     outputs = _outputs(func(*variables), op)
     gys = _grad_outputs(y_grad, outputs, op)
-    used = [k for k, gy in enumerate(gys) if gy is not None]
-    targets = [*variables, *params]
-    grads: list[Any] = [None] * len(targets)
-    if used:
-        found = agnograd.grad([outputs[k] for k in used], targets, [gys[k] for k in used])
-        grads = [None if g is None else g.array for g in found]
-
-    problems = []
-    operands: list[_Operand] = []
-    for i, (x, g) in enumerate(zip(xs, grads, strict=False)):
-        if no_grads[i]:
-            if g is not None:
-                problems.append(
-                    f"input {i} ({_describe(x)}) must get no gradient (it is listed in "
-                    f"no_grads) but received {_preview(g)}"
-                )
-            continue
-        if not is_float(x):
-            raise ValueError(
-                f"{op}: input {i} has dtype {dtype_label(x.dtype)}, which cannot be "
-                "perturbed; list it in no_grads"
-            )
-        operands.append(_Operand("input", i, x, _eval_dtype(x, dtype, op)))
-        operands[-1].gradient = g
-    for j, p in enumerate(params):
-        if p.array is not None and is_float(p.array):
-            operands.append(_Operand("param", j, p.array, _eval_dtype(p.array, dtype, op)))
-            operands[-1].gradient = grads[len(xs) + j]
-    for operand in operands:
-        problems.extend(_gradient_problems(operand))
-    if problems:
-        raise AssertionError(f"{op}: " + "\n  ".join(problems))
-    if not used or sum(math.prod(o.shape) for o in operands) == 0:
+    grads = _backward(outputs, gys, [*variables, *params])
+    operands = _operands(xs, params, grads, no_grads, dtype, op)
+    if all(gy is None for gy in gys) or sum(math.prod(o.shape) for o in operands) == 0:
         return
 
-    # -- central differences along d --------------------------------------------------
-    rng = numpy.random.default_rng(seed)
-    for operand in operands:
-        operand.direction = rng.standard_normal(operand.shape)
-        if is_complex(operand.data):
-            operand.direction = operand.direction + 1j * rng.standard_normal(operand.shape)
-    norm = math.sqrt(sum(float(numpy.sum(numpy.abs(o.direction) ** 2)) for o in operands))
-    for operand in operands:
-        operand.direction /= norm
-    # dL/dt along d is <grad, d>: Re(sum(conj(grad) * d)) for complex inputs too.
-    analytic = sum(
-        (inner(host64(o.gradient), o.direction) for o in operands if o.gradient is not None),
-        start=0.0,
+    _draw_direction(operands, seed)
+    analytic = _analytic_derivative(operands)
+    line = _Line(func, xs, params, operands, dtype, op)
+    numerical, bend, allowance = _numerical_derivative(
+        line, gys, operands, eps, detect_nondifferentiable, op
     )
-    by_input = {o.index: o for o in operands if o.kind == "input"}
-    param_operands = [o for o in operands if o.kind == "param"]
-    moved_params = [params[o.index] for o in param_operands]
-    originals = [p.array for p in moved_params]
-    others = [
-        raw_namespace(x).astype(x, _eval_dtype(x, dtype, op)) if is_float(x) else x for x in xs
-    ]
-    position = [0.0]
-
-    def evaluate() -> Any:
-        t = position[0]
-        args = [by_input[i].at(t) if i in by_input else x for i, x in enumerate(others)]
-        for p, o in zip(moved_params, param_operands, strict=True):
-            p.array = o.at(t)
-        return func(*[Variable(a) for a in args])
-
-    def move(t: float) -> float:
-        position[0] = t
-        return t
-
-    def restore() -> None:
-        position[0] = 0.0
-        for p, data in zip(moved_params, originals, strict=True):
-            p.array = data
-
-    try:
-        projection = Projection(evaluate, tuple(gys), op)
-        u_inputs = max(roundoff(o.xp, o.eval_dtype) for o in operands)
-        numerical, bend = central_difference_and_bend(
-            projection,
-            move,
-            restore,
-            eps,
-            detect_nondifferentiable,
-            u_inputs,
-            "the direction d",
-        )
-    finally:
-        restore()
-
-    u = max(projection.roundoff, u_inputs)
-    if u / eps > _RESOLUTION_LIMIT:
-        raise ValueError(
-            f"{op}: a step of eps={eps} is below the resolution of the dtypes func runs "
-            f"in (unit roundoff {u:.3g}); pass dtype='float64' (or 'float32') to evaluate "
-            "the numerical gradient in a wider dtype, or a larger eps"
-        )
-    # Rounding each input element to its dtype moves <y_grad, f> by about
-    # u * |x * df/dx|, rounding each output by about u * |y_grad * y|; the errors of
-    # different elements are independent, so they add as a root-sum-square, and the
-    # central difference divides them by the step.
-    input_spread = math.sqrt(
-        sum(
-            (
-                float(numpy.sum(numpy.abs(host64(o.gradient) * o.host) ** 2))
-                for o in operands
-                if o.gradient is not None
-            ),
-            start=0.0,
-        )
-    )
-    allowance = ROUNDING_FACTOR * u / eps * (projection.spread + input_spread)
     tolerance = atol + rtol * abs(numerical) + allowance
     difference = abs(analytic - numerical)
     if difference <= tolerance:
@@ -318,18 +237,39 @@ def check_backward(
         raise NondifferentiableError(
             f"{op}: f bends by {bend:.3g} within +-{2 * eps:g} along the direction d, "
             f"enough to explain the difference {difference:.3g} between the analytic "
-            f"({_number(analytic)}) and numerical ({_number(numerical)}) derivatives"
+            f"({number(analytic)}) and numerical ({number(numerical)}) derivatives"
         )
     raise AssertionError(
-        _failure_message(
+        failure_message(
+            op,
             analytic,
             numerical,
             tolerance,
             (atol, rtol, allowance, eps),
             operands,
-            lambda: _elementwise(func, others, params, operands, gys, eps),
+            lambda: elementwise_gradient(func, line.others, params, operands, gys, eps),
         )
     )
+
+
+# -- the steps of check_backward, in order ----------------------------------------------
+
+
+def _checked_params(params: Sequence[Variable] | Variable | None, op: str) -> tuple[Variable, ...]:
+    params = tuple(as_tuple(params)) if params is not None else ()
+    for j, p in enumerate(params):
+        if not isinstance(p, Variable):
+            raise TypeError(f"{op}: params[{j}] must be a Variable, got {type(p).__name__}")
+    return params
+
+
+def checked_no_grads(no_grads: Sequence[bool] | None, xs: tuple[Any, ...], op: str) -> list[bool]:
+    """One flag per input: the given ones, or ``True`` for inputs that are not floating."""
+    if no_grads is None:
+        return [not is_float(x) for x in xs]
+    if len(no_grads) != len(xs):
+        raise ValueError(f"{op}: no_grads has {len(no_grads)} entries but x_data has {len(xs)}")
+    return list(no_grads)
 
 
 def raw_array(x: Any) -> Any:
@@ -370,6 +310,181 @@ def _grad_outputs(y_grad: Any, outputs: tuple[Variable, ...], op: str) -> list[A
     return gys
 
 
+def _backward(outputs: tuple[Variable, ...], gys: list[Any], targets: list[Variable]) -> list[Any]:
+    """The gradient arrays of ``targets`` (``None`` where none arrives)."""
+    used = [k for k, gy in enumerate(gys) if gy is not None]
+    if not used:
+        return [None] * len(targets)
+    found = agnograd.grad([outputs[k] for k in used], targets, [gys[k] for k in used])
+    return [None if g is None else g.array for g in found]
+
+
+def _operands(
+    xs: tuple[Any, ...],
+    params: tuple[Variable, ...],
+    grads: list[Any],
+    no_grads: list[bool],
+    dtype: Any,
+    op: str,
+) -> list[_Operand]:
+    """The inputs and params to move, with their gradients; an AssertionError lists
+    every gradient that should not exist or has the wrong shape, dtype, library or
+    device."""
+    problems = []
+    operands: list[_Operand] = []
+    for i, (x, g) in enumerate(zip(xs, grads, strict=False)):
+        if no_grads[i]:
+            if g is not None:
+                problems.append(
+                    f"input {i} ({describe(x)}) must get no gradient (it is listed in "
+                    f"no_grads) but received {preview(g)}"
+                )
+            continue
+        if not is_float(x):
+            raise ValueError(
+                f"{op}: input {i} has dtype {dtype_label(x.dtype)}, which cannot be "
+                "perturbed; list it in no_grads"
+            )
+        operands.append(_Operand("input", i, x, _eval_dtype(x, dtype, op)))
+        operands[-1].gradient = g
+    for j, p in enumerate(params):
+        if p.array is not None and is_float(p.array):
+            operands.append(_Operand("param", j, p.array, _eval_dtype(p.array, dtype, op)))
+            operands[-1].gradient = grads[len(xs) + j]
+    for operand in operands:
+        problems.extend(_gradient_problems(operand))
+    if problems:
+        raise AssertionError(f"{op}: " + "\n  ".join(problems))
+    return operands
+
+
+def _draw_direction(operands: list[_Operand], seed: int | None) -> None:
+    """Give every operand its part of one random unit direction (complex where the
+    operand is complex)."""
+    rng = numpy.random.default_rng(seed)
+    for operand in operands:
+        operand.direction = rng.standard_normal(operand.shape)
+        if is_complex(operand.data):
+            operand.direction = operand.direction + 1j * rng.standard_normal(operand.shape)
+    norm = math.sqrt(sum(float(numpy.sum(numpy.abs(o.direction) ** 2)) for o in operands))
+    for operand in operands:
+        operand.direction /= norm
+
+
+def _analytic_derivative(operands: list[_Operand]) -> float:
+    """``<grads, d>``: the derivative along ``d`` that backward claims."""
+    # dL/dt along d is <grad, d>: Re(sum(conj(grad) * d)) for complex inputs too.
+    return sum(
+        (inner(host64(o.gradient), o.direction) for o in operands if o.gradient is not None),
+        start=0.0,
+    )
+
+
+class _Line:
+    """``func`` along the line ``x + t d``: called, it evaluates ``func`` at the
+    current ``t`` with the operands moved and the other floating inputs cast to the
+    evaluation dtype; :meth:`move` sets ``t`` and :meth:`restore` puts the params'
+    arrays back."""
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        xs: tuple[Any, ...],
+        params: tuple[Variable, ...],
+        operands: list[_Operand],
+        dtype: Any,
+        op: str,
+    ) -> None:
+        self.func = func
+        self.others = [
+            raw_namespace(x).astype(x, _eval_dtype(x, dtype, op)) if is_float(x) else x for x in xs
+        ]
+        self.by_input = {o.index: o for o in operands if o.kind == "input"}
+        self.param_operands = [o for o in operands if o.kind == "param"]
+        self.params = [params[o.index] for o in self.param_operands]
+        self.originals = [p.array for p in self.params]
+        self.t = 0.0
+
+    def __call__(self) -> Any:
+        t = self.t
+        args = [
+            self.by_input[i].at(t) if i in self.by_input else x for i, x in enumerate(self.others)
+        ]
+        for p, o in zip(self.params, self.param_operands, strict=True):
+            p.array = o.at(t)
+        return self.func(*[Variable(a) for a in args])
+
+    def move(self, t: float) -> float:
+        self.t = t
+        return t
+
+    def restore(self) -> None:
+        self.t = 0.0
+        for p, data in zip(self.params, self.originals, strict=True):
+            p.array = data
+
+
+def _numerical_derivative(
+    line: _Line,
+    gys: list[Any],
+    operands: list[_Operand],
+    eps: float,
+    detect_nondifferentiable: bool,
+    op: str,
+) -> tuple[float, float, float]:
+    """``d/dt <y_grad, func(x + t d)>`` at ``t = 0`` by central differences; also the
+    change of slope seen across the stencil and the rounding allowance of the
+    comparison."""
+    try:
+        projection = Projection(line, tuple(gys), op)
+        u_inputs = max(roundoff(o.xp, o.eval_dtype) for o in operands)
+        numerical, bend = central_difference_and_bend(
+            projection,
+            line.move,
+            line.restore,
+            eps,
+            detect_nondifferentiable,
+            u_inputs,
+            "the direction d",
+        )
+    finally:
+        line.restore()
+    u = max(projection.roundoff, u_inputs)
+    _check_resolution(u, eps, op)
+    allowance = ROUNDING_FACTOR * u / eps * (projection.spread + _input_spread(operands))
+    return numerical, bend, allowance
+
+
+def _check_resolution(u: float, eps: float, op: str) -> None:
+    if u / eps > _RESOLUTION_LIMIT:
+        raise ValueError(
+            f"{op}: a step of eps={eps} is below the resolution of the dtypes func runs "
+            f"in (unit roundoff {u:.3g}); pass dtype='float64' (or 'float32') to evaluate "
+            "the numerical gradient in a wider dtype, or a larger eps"
+        )
+
+
+def _input_spread(operands: list[_Operand]) -> float:
+    """Root-sum-square of ``|x * df/dx|`` over the elements of the operands.
+
+    Rounding each input element to its dtype moves ``<y_grad, f>`` by about
+    ``u * |x * df/dx|``, rounding each output by about ``u * |y_grad * y|``
+    (:attr:`Projection.spread`); the errors of different elements are independent,
+    so they add as a root-sum-square, and the central difference divides them by
+    the step.
+    """
+    return math.sqrt(
+        sum(
+            (
+                float(numpy.sum(numpy.abs(host64(o.gradient) * o.host) ** 2))
+                for o in operands
+                if o.gradient is not None
+            ),
+            start=0.0,
+        )
+    )
+
+
 def _gradient_problems(operand: _Operand) -> list[str]:
     g = operand.gradient
     if g is None:
@@ -396,97 +511,3 @@ def _gradient_problems(operand: _Operand) -> list[str]:
             f"{label} on {operand.device}"
         )
     return problems
-
-
-def _elementwise(
-    func: Callable[..., Any],
-    others: list[Any],
-    params: tuple[Variable, ...],
-    operands: list[_Operand],
-    seeds: list[Any],
-    eps: float,
-) -> list[Any]:
-    """Elementwise numerical gradient of every operand (for the failure message)."""
-    holders = [Variable(x) for x in others]
-    for o in operands:
-        if o.kind == "input":
-            holders[o.index].array = o.evaluated()
-    param_operands = [o for o in operands if o.kind == "param"]
-    moved = [params[o.index] for o in param_operands]
-    originals = [p.array for p in moved]
-    try:
-        for p, o in zip(moved, param_operands, strict=True):
-            p.array = o.evaluated()
-        targets = [holders[o.index] for o in operands if o.kind == "input"] + moved
-        return list(
-            numerical_grad(
-                lambda: func(*[Variable(h.array) for h in holders]),
-                targets,
-                seeds,
-                eps,
-            )
-        )
-    finally:
-        for p, data in zip(moved, originals, strict=True):
-            p.array = data
-
-
-def _number(value: complex) -> str:
-    """Ten significant digits, written as a float (``6.0``, not ``6``)."""
-    if isinstance(value, complex):
-        if value.imag == 0:
-            return _number(value.real)
-        return (
-            f"({_number(value.real)}{'+' if value.imag >= 0 else '-'}{_number(abs(value.imag))}j)"
-        )
-    text = f"{value:.10g}"
-    return f"{text}.0" if text.lstrip("-").isdigit() else text
-
-
-def _failure_message(
-    analytic: float,
-    numerical: float,
-    tolerance: float,
-    settings: tuple[float, float, float, float],
-    operands: list[_Operand],
-    elementwise: Callable[[], list[Any]],
-) -> str:
-    atol, rtol, allowance, eps = settings
-    lines = [
-        "check_backward: the gradient from backward disagrees with central differences "
-        "along a random unit direction d",
-        f"  analytic  <grads, d>             = {_number(analytic)}",
-        f"  numerical d/dt <y_grad, f(x+td)> = {_number(numerical)} (eps={eps:g})",
-        f"  |difference| {abs(analytic - numerical):.6g} > tolerance {tolerance:.6g} "
-        f"(atol {atol:g} + rtol {rtol:g} * |numerical| + rounding allowance {allowance:.3g})",
-        "  direction d:",
-    ]
-    for o in operands:
-        lines.append(f"    {o.label} {_describe(o.data)}: {_preview(o.direction)}")
-    total = sum(math.prod(o.shape) for o in operands)
-    if total > _WORST_ELEMENT_LIMIT:
-        lines.append(f"  (worst element not computed: {total} elements)")
-        return "\n".join(lines)
-    try:
-        numeric = elementwise()
-    except Exception as error:
-        lines.append(f"  (worst element not computed: {type(error).__name__}: {error})")
-        return "\n".join(lines)
-    worst: tuple[float, str, tuple[int, ...], complex, complex, bool] | None = None
-    for o, ng in zip(operands, numeric, strict=True):
-        n = host64(ng)
-        a = host64(o.gradient) if o.gradient is not None else numpy.zeros(n.shape)
-        diff = numpy.abs(a - n)
-        if diff.size == 0:
-            continue
-        k = tuple(int(i) for i in numpy.unravel_index(int(numpy.argmax(diff)), diff.shape))
-        if worst is None or diff[k] > worst[0]:
-            worst = (float(diff[k]), o.label, k, a[k].item(), n[k].item(), o.gradient is None)
-    if worst is not None:
-        _, label, k, a_k, n_k, missing = worst
-        note = " (backward gave None, read as 0)" if missing else ""
-        lines.append(
-            f"  worst element: {label} at {k}: analytic {_number(a_k)}, "
-            f"numerical {_number(n_k)}{note}"
-        )
-    return "\n".join(lines)

@@ -376,43 +376,60 @@ def numerical_grad(
         raise ValueError(f"numerical_grad: eps must be positive, got {eps}")
     slots = [_Slot(x, i) for i, x in enumerate(as_tuple(inputs))]
     projection = Projection(f, as_tuple(grad_outputs), "numerical_grad")
-    grads: list[Any] = []
-    for slot in slots:
-        if not slot.differentiable:
-            grads.append(None)
-            continue
-        u = roundoff(slot.xp, slot.dtype)
-        # A complex element moves along the real and the imaginary axis in turn; its
-        # gradient is dL/dRe + i dL/dIm.
-        units = (1.0, 1j) if is_complex(slot.original) else (1.0,)
-        values = []
-        for position in range(slot.size):
-            original = slot.value(position)
-            value = 0j
-            for unit in units:
+    return tuple(
+        _slot_gradient(slot, projection, eps, detect_nondifferentiable)
+        if slot.differentiable
+        else None
+        for slot in slots
+    )
 
-                def move(
-                    offset: float,
-                    slot: _Slot = slot,
-                    k: int = position,
-                    x0: complex = original,
-                    unit: complex = unit,
-                ) -> float:
-                    return ((slot.set(k, x0 + unit * offset) - x0) / unit).real
 
-                def restore(slot: _Slot = slot, k: int = position, x0: complex = original) -> None:
-                    slot.restore(k, x0)
+def _slot_gradient(
+    slot: _Slot, projection: Projection, eps: float, detect_nondifferentiable: bool
+) -> Any:
+    """The numerical gradient of one input, element by element, in its dtype."""
+    u = roundoff(slot.xp, slot.dtype)
+    # A complex element moves along the real and the imaginary axis in turn; its
+    # gradient is dL/dRe + i dL/dIm.
+    units = (1.0, 1j) if is_complex(slot.original) else (1.0,)
+    values: list[complex] = []
+    for position in range(slot.size):
+        x0 = slot.value(position)
+        value = 0j
+        for unit in units:
+            value += unit * _partial(
+                slot, position, x0, unit, projection, eps, detect_nondifferentiable, u
+            )
+        values.append(value if len(units) == 2 else value.real)
+    return slot.gradient(values)
 
-                part = "imaginary part of " if unit == 1j else ""
-                value += unit * central_difference(
-                    projection,
-                    move,
-                    restore,
-                    eps,
-                    detect_nondifferentiable,
-                    u,
-                    f"the {part}element {slot.element(position)} of input {slot.index}",
-                )
-            values.append(value if len(units) == 2 else value.real)
-        grads.append(slot.gradient(values))
-    return tuple(grads)
+
+def _partial(
+    slot: _Slot,
+    position: int,
+    x0: complex,
+    unit: complex,
+    projection: Projection,
+    eps: float,
+    detect_nondifferentiable: bool,
+    input_roundoff: float,
+) -> float:
+    """Central difference along ``unit`` (1 or 1j) of the element at ``position``,
+    whose value is ``x0``."""
+
+    def move(offset: float) -> float:
+        return ((slot.set(position, x0 + unit * offset) - x0) / unit).real
+
+    def restore() -> None:
+        slot.restore(position, x0)
+
+    part = "imaginary part of " if unit == 1j else ""
+    return central_difference(
+        projection,
+        move,
+        restore,
+        eps,
+        detect_nondifferentiable,
+        input_roundoff,
+        f"the {part}element {slot.element(position)} of input {slot.index}",
+    )

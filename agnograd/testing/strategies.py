@@ -28,9 +28,10 @@ import array_api_compat
 from hypothesis import strategies as st
 from hypothesis.errors import HypothesisWarning
 from hypothesis.extra.array_api import make_strategies_namespace
+from hypothesis.vendor.pretty import for_type_by_name
 
-from agnograd import _variable
-from agnograd.testing import _backends
+from agnograd import _backend, _variable
+from agnograd.testing import _backends, _cases
 from agnograd.testing._cases import FunctionCase, function_inputs, registered_domains
 
 #: Elements drawn by default: moderate, finite, no subnormals, so that gradients are
@@ -39,10 +40,26 @@ DEFAULT_ELEMENTS: dict[str, Any] = {"min_value": -2.0, "max_value": 2.0, "allow_
 
 
 def _compliant(xp: Any) -> Any:
-    """The namespace itself, or array-api-compat's wrapper for plain NumPy/PyTorch."""
-    if getattr(xp, "__name__", "") in ("numpy", "torch", "cupy"):
-        return array_api_compat.array_namespace(xp.asarray(0))
+    """The namespace a backend's arrays report, for the library's own module
+    (``numpy``, ``torch``, ``dask.array``: array-api-compat's wrapper); any other
+    namespace as it is."""
+    library = getattr(xp, "__name__", "").partition(".")[0]
+    for adapter in _backend.adapters():
+        if library in adapter.modules:
+            return adapter.get_namespace()
     return xp
+
+
+def _pretty_dask_array(x: Any, printer: Any, cycle: bool) -> None:
+    # Hypothesis prints a falsifying example with repr(), which for a Dask array
+    # describes the task graph, not the values: compute them instead.
+    chunks = f", chunks={x.chunks}" if x.npartitions > 1 else ""
+    values = _cases.values_text(x)
+    printer.text(f"dask.array({values}, dtype={_backend.dtype_name(x.dtype)}{chunks})")
+
+
+# By name, so that Dask is not imported here.
+for_type_by_name("dask.array.core", "Array", _pretty_dask_array)
 
 
 @functools.cache
