@@ -45,8 +45,6 @@ from agnograd.functions._misc import identity
 from agnograd.functions._nn import (
     log_softmax,
     mean_squared_error,
-    relu,
-    sigmoid,
     softmax,
     softmax_cross_entropy,
 )
@@ -92,11 +90,9 @@ __all__ = [
     "moveaxis",
     "permute_dims",
     "prod",
-    "relu",
     "repeat",
     "reshape",
     "roll",
-    "sigmoid",
     "softmax",
     "softmax_cross_entropy",
     "sort",

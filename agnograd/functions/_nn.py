@@ -9,49 +9,7 @@ import array_api_compat
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import raw, shape_of, unary
-
-sigmoid = unary(
-    "sigmoid",
-    "y",
-    lambda xp, x, y, g: g * y * (1 - y),
-    """Logistic sigmoid ``1 / (1 + exp(-x))``, computed without overflow.
-
-    Examples
-    --------
-    >>> import numpy as np, agnograd.functions as F
-    >>> F.sigmoid(np.array([0.0]))
-    variable([0.5])
-    """,
-    # The tanh form never overflows, unlike 1 / (1 + exp(-x)) for very negative x.
-    compute=lambda xp, x: xp.tanh(x * 0.5) * 0.5 + 0.5,
-)
-
-
-class ReLU(FunctionNode):
-    _retain_out = (0,)
-
-    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        (x,) = inputs
-        return (self.xp.where(x > 0, x, self.xp.zeros_like(x)),)
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        (gy,) = grad_outputs
-        (y,) = self.get_retained_outputs()
-        xp = namespace_of(gy)
-        return (xp.where(raw(y) > 0, gy, xp.zeros_like(gy)),)
-
-
-def relu(x: Any) -> Variable:
-    """Rectified linear unit ``max(x, 0)``; the gradient at 0 is 0.
-
-    Examples
-    --------
-    >>> import numpy as np, agnograd.functions as F
-    >>> F.relu(np.array([-1.0, 2.0]))
-    variable([0., 2.])
-    """
-    return ReLU().apply((x,))[0]
+from agnograd.functions._core import raw, shape_of
 
 
 def _softmax(xp: Any, x: Any, axis: int) -> Any:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from agnograd.functions._core import conjugate, is_complex
+from agnograd.functions._core import conjugate, is_complex, raw
 from agnograd.functions._rows import Rows
 
 ROWS = Rows(__name__)
@@ -148,6 +148,18 @@ bitwise_invert = ROWS.no_gradient("bitwise_invert", 1, "Elementwise bitwise NOT"
     {"F.bitwise_invert(np.array([0]))": "variable([-1])"})
 
 # -- extras of agnograd.functions, not in the standard: the row gives the forward too
+# The tanh form of the sigmoid never overflows, unlike 1 / (1 + exp(-x)).
+sigmoid = ROWS.unary("sigmoid", "y", lambda xp, x, y, g: g * y * (1 - y), (-3.0, 3.0),
+    "Logistic sigmoid ``1 / (1 + exp(-x))``, computed without overflow.",
+    {"F.sigmoid(np.array([0.0]))": "variable([0.5])"},
+    compute=lambda xp, x: xp.tanh(x * 0.5) * 0.5 + 0.5)
+# The gradient at the kink is 0, as in PyTorch and JAX; the mask is read from the raw
+# output, a constant for double backprop.
+relu = ROWS.unary("relu", "y", lambda xp, x, y, g: xp.where(raw(y) > 0, g, xp.zeros_like(g)),
+    (0.1, 2.0, True),
+    "Rectified linear unit ``max(x, 0)``; the gradient at 0 is 0.",
+    {"F.relu(np.array([-1.0, 2.0]))": "variable([0., 2.])"},
+    compute=lambda xp, x: xp.where(x > 0, x, xp.zeros_like(x)))
 # log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)), which never overflows; the gradient
 # is sigmoid(x), in the tanh form that never overflows either.
 softplus = ROWS.unary("softplus", "x", lambda xp, x, y, g: g * (xp.tanh(x * 0.5) * 0.5 + 0.5),
