@@ -134,13 +134,37 @@ class Abstract:
     def __int__(self) -> int:
         raise DataDependentError("the value of an array without data is unknown")
 
-    __float__ = __index__ = __complex__ = __int__  # type: ignore[assignment]
+    __float__ = __index__ = __complex__ = __int__
 
     def __len__(self) -> int:
         return self.shape[0]
 
-    # The operators are set on the class below, from a few generic methods; declared
-    # here for type checkers only.
+    __hash__ = object.__hash__  # by identity, although __eq__ is elementwise
+
+    def __truediv__(self, other: Any) -> Abstract:
+        return _true_divide(self.xp, self, other)
+
+    def __rtruediv__(self, other: Any) -> Abstract:
+        return _true_divide(self.xp, other, self)
+
+    def __matmul__(self, other: Any) -> Abstract:
+        shape = _matmul_shape(self.shape, _shape(other))
+        return Abstract(shape, _result_dtype(self.xp, self, other), self.xp, self.device)
+
+    def __rmatmul__(self, other: Any) -> Abstract:
+        shape = _matmul_shape(_shape(other), self.shape)
+        return Abstract(shape, _result_dtype(self.xp, self, other), self.xp, self.device)
+
+    def __neg__(self) -> Abstract:
+        return self._like(self.shape)
+
+    __pos__ = __invert__ = __neg__
+
+    def __abs__(self) -> Abstract:
+        return self.__array_namespace__().abs(self)
+
+    # The other operators are set on the class below, from a few generic methods;
+    # declared here for type checkers only.
     if TYPE_CHECKING:
 
         def __add__(self, other: Any) -> Abstract: ...
@@ -149,8 +173,6 @@ class Abstract:
         def __rsub__(self, other: Any) -> Abstract: ...
         def __mul__(self, other: Any) -> Abstract: ...
         def __rmul__(self, other: Any) -> Abstract: ...
-        def __truediv__(self, other: Any) -> Abstract: ...
-        def __rtruediv__(self, other: Any) -> Abstract: ...
         def __floordiv__(self, other: Any) -> Abstract: ...
         def __rfloordiv__(self, other: Any) -> Abstract: ...
         def __pow__(self, other: Any) -> Abstract: ...
@@ -167,12 +189,6 @@ class Abstract:
         def __rlshift__(self, other: Any) -> Abstract: ...
         def __rshift__(self, other: Any) -> Abstract: ...
         def __rrshift__(self, other: Any) -> Abstract: ...
-        def __matmul__(self, other: Any) -> Abstract: ...
-        def __rmatmul__(self, other: Any) -> Abstract: ...
-        def __neg__(self) -> Abstract: ...
-        def __pos__(self) -> Abstract: ...
-        def __invert__(self) -> Abstract: ...
-        def __abs__(self) -> Abstract: ...
         # Elementwise comparisons: Abstract values of dtype bool.
         def __eq__(self, other: object) -> Abstract: ...  # type: ignore[override]
         def __ne__(self, other: object) -> Abstract: ...  # type: ignore[override]
@@ -246,7 +262,6 @@ for _name in (
     "add",
     "sub",
     "mul",
-    "truediv",
     "floordiv",
     "pow",
     "mod",
@@ -258,13 +273,8 @@ for _name in (
 ):
     setattr(Abstract, f"__{_name}__", _binary_method())
     setattr(Abstract, f"__r{_name}__", _binary_method(reflected=True))
-Abstract.__truediv__ = lambda self, other: _true_divide(self.xp, self, other)  # type: ignore[method-assign]
-Abstract.__rtruediv__ = lambda self, other: _true_divide(self.xp, other, self)  # type: ignore[method-assign]
 for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
     setattr(Abstract, f"__{_name}__", _binary_method(boolean=True))
-Abstract.__hash__ = object.__hash__  # type: ignore[method-assign]
-Abstract.__neg__ = Abstract.__pos__ = Abstract.__invert__ = lambda self: self._like(self.shape)  # type: ignore[method-assign]
-Abstract.__abs__ = lambda self: self.__array_namespace__().abs(self)  # type: ignore[method-assign]
 
 
 def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -279,19 +289,6 @@ def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
         shape = shape[:-1]
     return shape
 
-
-Abstract.__matmul__ = lambda self, other: Abstract(  # type: ignore[method-assign]
-    _matmul_shape(self.shape, _shape(other)),
-    _result_dtype(self.xp, self, other),
-    self.xp,
-    self.device,
-)
-Abstract.__rmatmul__ = lambda self, other: Abstract(  # type: ignore[method-assign]
-    _matmul_shape(_shape(other), self.shape),
-    _result_dtype(self.xp, self, other),
-    self.xp,
-    self.device,
-)
 
 _UNARY = {
     "acos",

@@ -10,10 +10,16 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
-from typing import Any
+from typing import Any, TypeAlias
 
 import array_api_compat
 import numpy
+
+#: An array of some array API library: ``numpy.ndarray``, ``torch.Tensor``,
+#: ``jax.Array``, ... An alias of ``Any``, because these share no base class and
+#: some (torch's, NumPy's before 2.0) lack ``__array_namespace__``, so no protocol
+#: a type checker can verify names them all. It documents what a signature takes.
+Array: TypeAlias = Any
 
 _SCALARS = (bool, int, float, complex)
 

@@ -31,15 +31,16 @@ HOOKS: Final = 2
 #: tuple (which unpacks faster than a named one).
 MODE: contextvars.ContextVar[tuple[bool, bool, Mapping[str, Any]]] = contextvars.ContextVar(
     "agnograd.mode",
-    default=tuple(MODE_DEFAULTS.values()),  # type: ignore[arg-type]
+    default=tuple(MODE_DEFAULTS.values()),
 )
 
 
 def _mode_with(name: str, value: Any) -> tuple[bool, bool, Mapping[str, Any]]:
     """This thread's MODE with the entry ``name`` set to ``value``."""
-    mode = list(MODE.get())
+    mode: list[Any] = list(MODE.get())
     mode[_FIELDS.index(name)] = value
-    return tuple(mode)  # type: ignore[return-value]
+    backprop, auto_forward, hooks = mode
+    return backprop, auto_forward, hooks
 
 
 _entries: dict[str, contextvars.ContextVar[Any]] = {

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from agnograd._backend import is_array
+from agnograd._backend import Array, is_array
 from agnograd._variable import Variable
 
 
-def as_variable(obj: Any) -> Variable:
+def as_variable(obj: Variable | Array) -> Variable:
     """A Variable for ``obj``: itself if it is one, else a constant wrapping the array.
 
     Examples
@@ -30,7 +28,7 @@ def as_variable(obj: Any) -> Variable:
     return Variable(obj, requires_grad=False)
 
 
-def as_array(obj: Any) -> Any:
+def as_array(obj: Variable | Array) -> Array:
     """The raw array: ``obj.array`` for a Variable, ``obj`` itself for an array.
 
     Examples

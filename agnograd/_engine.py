@@ -17,7 +17,15 @@ from typing import Any
 import numpy
 
 from agnograd import _extension
-from agnograd._backend import _namespaces, backend_name, is_array, label, raw_namespace, same_shape
+from agnograd._backend import (
+    Array,
+    _namespaces,
+    backend_name,
+    is_array,
+    label,
+    raw_namespace,
+    same_shape,
+)
 from agnograd._config import HOOKS, MODE, using_config
 from agnograd._function import FunctionNode
 from agnograd._variable import Variable, VariableNode, clear_node_data
@@ -25,7 +33,7 @@ from agnograd._variable import Variable, VariableNode, clear_node_data
 
 def backward(
     outputs: Sequence[Variable],
-    grad_outputs: Sequence[Any] | None = None,
+    grad_outputs: Sequence[Variable | Array | None] | None = None,
     *,
     retain_grad: bool = False,
     enable_double_backprop: bool = False,
@@ -72,8 +80,8 @@ def backward(
 def grad(
     outputs: Sequence[Variable],
     inputs: Sequence[Variable],
-    grad_outputs: Sequence[Any] | None = None,
-    grad_inputs: Sequence[Any] | None = None,
+    grad_outputs: Sequence[Variable | Array | None] | None = None,
+    grad_inputs: Sequence[Variable | Array | None] | None = None,
     set_grad: bool = False,
     retain_grad: bool = False,
     enable_double_backprop: bool = False,
@@ -384,9 +392,9 @@ def _output_grads(
         gy = None if y is None else grads.pop(y, None)
         if gy is not None:
             if targets is not None and y in targets:
-                collected[y] = gy  # type: ignore[index]
+                collected[y] = gy
             if retain_grad:
-                _store_grad(y, gy)  # type: ignore[arg-type]
+                _store_grad(y, gy)
         gys.append(gy)
     if all(g is None for g in gys):
         return None
@@ -411,13 +419,13 @@ def _indexes(
     relevant: set[FunctionNode] | None,
 ) -> tuple[int, ...]:
     """The indexes of the inputs that need a gradient (on the way to ``targets``)."""
-    if relevant is None:
+    if targets is None or relevant is None:  # both or neither
         return tuple([i for i, x in enumerate(in_nodes) if x.requires_grad])
     return tuple(
         [
             i
             for i, x in enumerate(in_nodes)
-            if x.requires_grad and (x in targets or x.creator_node in relevant)  # type: ignore[operator]
+            if x.requires_grad and (x in targets or x.creator_node in relevant)
         ]
     )
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agnograd import _backend, _extension, _versions
-from agnograd._backend import _namespaces, label
+from agnograd._backend import Array, _namespaces, label
 from agnograd._config import HOOKS, MODE
 from agnograd._variable import Variable, VariableNode, _new_variable, _refuse_foreign_graph
 
@@ -89,13 +89,13 @@ class FunctionNode:
         """Short name of the function, by default its class name."""
         return type(self).__name__
 
-    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+    def forward(self, inputs: tuple[Array, ...]) -> tuple[Array, ...]:
         """Compute the outputs from raw input arrays; return a tuple of arrays."""
         raise NotImplementedError(f"{self.label} must implement forward(inputs)")
 
     def backward(
-        self, target_input_indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]
-    ) -> tuple[Any, ...]:
+        self, target_input_indexes: tuple[int, ...], grad_outputs: tuple[Array | None, ...]
+    ) -> tuple[Array | None, ...]:
         """Return the gradients of the inputs listed in ``target_input_indexes``.
 
         ``grad_outputs`` has one entry per output (``None`` where an output received
@@ -107,7 +107,7 @@ class FunctionNode:
 
     # -- running ----------------------------------------------------------------
 
-    def apply(self, inputs: Sequence[Any]) -> tuple[Variable, ...]:
+    def apply(self, inputs: Sequence[Variable | Array]) -> tuple[Variable, ...]:
         """Run forward on ``inputs`` (Variables or raw arrays) and link the graph.
 
         Raw arrays are constants. The graph is recorded when backprop is enabled
@@ -119,7 +119,7 @@ class FunctionNode:
         if inputs.__class__ is not tuple and inputs.__class__ is not list:
             inputs = _input_sequence(self, inputs)
         if not auto_forward:
-            return _extension.define_then_run.apply_deferred(self, inputs, enable_backprop)  # type: ignore[no-any-return]
+            return _extension.define_then_run.apply_deferred(self, inputs, enable_backprop)
         # The hot path of every operation: one input gives tuples at once, several
         # are gathered in one loop (no comprehensions: each costs a frame).
         nodes: Any
@@ -219,7 +219,7 @@ class FunctionNode:
             _record_versions(self, arrays[0])
             if _graph_writes:
                 _versions.note_outputs(results)
-        return results  # type: ignore[no-any-return]
+        return results
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:
         """Output ``(shape, dtype)`` pairs for define-then-run, from abstract inputs.
@@ -287,9 +287,9 @@ class FunctionNode:
                 # second-order gradient reaching it flows through this node.
                 var = Variable._new(data, True)
                 var._node.set_creator_node(self)
-                refs = list(self.outputs)  # type: ignore[arg-type]
+                refs = list(outputs)
                 refs[i] = _weakref(var._node)
-                self.outputs = tuple(refs)
+                self.outputs = outputs = tuple(refs)
                 result.append(var)
             else:
                 result.append(_variable_of(node, data))
@@ -394,7 +394,7 @@ def _output_tuple(func: FunctionNode, outputs: Any) -> tuple[Any, ...]:
                 f"{func.label}.forward returned {type(y).__name__} as output {i}; "
                 "expected an array of the inputs' library"
             )
-    return outputs  # type: ignore[no-any-return]
+    return outputs
 
 
 def _forward_failed(error: Exception, func: FunctionNode, arrays: tuple[Any, ...]) -> None:

@@ -69,7 +69,7 @@ class _Rebound(weakref.ref[Variable]):
 
     __slots__ = ()
 
-    def __call__(self) -> None:  # type: ignore[override]
+    def __call__(self) -> None:
         return None
 
     def rebound(self) -> Variable | None:

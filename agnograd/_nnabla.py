@@ -253,7 +253,7 @@ class NnablaInterface:
         >>> z.parent is None, z.d is y.d
         (True, True)
         """
-        return _extension.define_then_run.unlinked(self, need_grad)  # type: ignore[no-any-return]
+        return _extension.define_then_run.unlinked(self, need_grad)
 
     get_unlinked_variable = unlinked
 

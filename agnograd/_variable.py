@@ -12,7 +12,7 @@ import array_api_compat
 import numpy
 
 from agnograd import _backend, _extension
-from agnograd._backend import dtype_name, raw_namespace
+from agnograd._backend import Array, dtype_name, raw_namespace
 from agnograd._backend import label as _label
 from agnograd._device import get_device
 from agnograd._nnabla import NnablaInterface
@@ -86,7 +86,7 @@ class VariableNode:
         self.set_creator_node(func)
 
     @property
-    def data(self) -> Any:
+    def data(self) -> Array:
         """The retained array, else the live Variable's array, else ``None``."""
         if self._data is not None:
             return self._data
@@ -94,7 +94,7 @@ class VariableNode:
         return None if var is None else var._data
 
     @property
-    def grad(self) -> Any:
+    def grad(self) -> Array:
         """Gradient array of the corresponding Variable (``None`` if it is gone)."""
         var = self._variable()
         return None if var is None else var.grad
@@ -205,10 +205,10 @@ class Variable(Operators, Printing, NnablaInterface):
 
     def __init__(
         self,
-        data: Any = None,
+        data: Array | None = None,
         *,
         name: str | None = None,
-        grad: Any = None,
+        grad: Array | None = None,
         requires_grad: bool | None = None,
         shape: Sequence[int] | None = None,
         need_grad: bool | None = None,
@@ -257,12 +257,12 @@ class Variable(Operators, Printing, NnablaInterface):
     # -- data -------------------------------------------------------------------
 
     @property
-    def array(self) -> Any:
+    def array(self) -> Array:
         """The underlying array (``None`` when uninitialised); never a copy."""
         return self._data
 
     @array.setter
-    def array(self, data: Any) -> None:
+    def array(self, data: Array | None) -> None:
         if data is not None and not _backend.is_array(data):
             raise TypeError(
                 f"Variable.array: expected an array of an array API library or None, "
@@ -325,13 +325,13 @@ class Variable(Operators, Printing, NnablaInterface):
     # -- gradient ---------------------------------------------------------------
 
     @property
-    def grad(self) -> Any:
+    def grad(self) -> Array:
         """Gradient array, or ``None``; setting checks shape, dtype, backend and device."""
         gv = self._grad_var
         return None if gv is None else gv._data
 
     @grad.setter
-    def grad(self, g: Any) -> None:
+    def grad(self, g: Array | None) -> None:
         if g is None:
             self._grad_var = None
             return
@@ -519,7 +519,7 @@ class Variable(Operators, Printing, NnablaInterface):
         enable_double_backprop: bool = False,
         loss_scale: float | None = None,
         *,
-        grad: Any = None,
+        grad: Array | None = None,
         clear_buffer: bool = False,
     ) -> None:
         """Backpropagate from this Variable, accumulating gradients into the leaves.
@@ -625,7 +625,7 @@ class Variable(Operators, Printing, NnablaInterface):
         >>> x.device, x.grad.device
         (Device('@array_api_strict:device1'), array_api_strict.Device('device1'))
         """
-        return _extension.transfer.to_device(self, device, stream=stream)  # type: ignore[no-any-return]
+        return _extension.transfer.to_device(self, device, stream=stream)
 
     def to_cpu(self) -> Variable:
         """Move to host memory in place: the same library's CPU device if it has one
@@ -638,7 +638,7 @@ class Variable(Operators, Printing, NnablaInterface):
         >>> x.to_cpu().device
         Device('@numpy')
         """
-        return _extension.transfer.to_cpu(self)  # type: ignore[no-any-return]
+        return _extension.transfer.to_cpu(self)
 
     def to_gpu(self, device: Any = None) -> Variable:
         """Move to a GPU in place: the same library's GPU if it has one (torch, JAX),
@@ -656,7 +656,7 @@ class Variable(Operators, Printing, NnablaInterface):
         ...     print(str(error)[:56])
         Variable.to_gpu: numpy has no GPU device, so the data go
         """
-        return _extension.transfer.to_gpu(self, device)  # type: ignore[no-any-return]
+        return _extension.transfer.to_gpu(self, device)
 
     def to_chx(self, target: Any, /, *, allow_copy: bool = False) -> Variable:
         """Turn data and gradient into views in another library, in place (DLPack, O(1)).
@@ -678,14 +678,14 @@ class Variable(Operators, Printing, NnablaInterface):
         >>> x.from_chx().array is not a, x.device
         (True, Device('@numpy'))
         """
-        return _extension.transfer.to_chx(self, target, allow_copy=allow_copy)  # type: ignore[no-any-return]
+        return _extension.transfer.to_chx(self, target, allow_copy=allow_copy)
 
     def from_chx(self, /, *, allow_copy: bool = False) -> Variable:
         """Undo :meth:`to_chx`: views in the original library again; return the Variable.
 
         A Variable that :meth:`to_chx` never converted is left as it is (Chainer).
         """
-        return _extension.transfer.from_chx(self, allow_copy=allow_copy)  # type: ignore[no-any-return]
+        return _extension.transfer.from_chx(self, allow_copy=allow_copy)
 
     @property
     def view(self) -> Any:

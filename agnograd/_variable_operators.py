@@ -160,41 +160,41 @@ class Operators:
     def __getitem__(self, other: Any) -> Any:
         return _extension.operators.getitem(self, other)
 
-    def __eq__(self, other: object) -> Any:  # type: ignore[override]
+    def __eq__(self, other: object) -> Any:
         return _extension.operators.eq(self, other)
 
-    def __ne__(self, other: object) -> Any:  # type: ignore[override]
+    def __ne__(self, other: object) -> Any:
         return _extension.operators.ne(self, other)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         _extension.operators.setitem(self, key, value)
 
     def __neg__(self) -> Any:
-        return _extension.operators.neg(self)  # type: ignore[no-any-return]
+        return _extension.operators.neg(self)
 
     def __pos__(self) -> Any:
-        return _extension.operators.pos(self)  # type: ignore[no-any-return]
+        return _extension.operators.pos(self)
 
     def __abs__(self) -> Any:
-        return _extension.operators.abs_(self)  # type: ignore[no-any-return]
+        return _extension.operators.abs_(self)
 
     def __invert__(self) -> Any:
-        return _extension.operators.invert(self)  # type: ignore[no-any-return]
+        return _extension.operators.invert(self)
 
     def __bool__(self) -> bool:
-        return _extension.operators.bool_(self)  # type: ignore[no-any-return]
+        return _extension.operators.bool_(self)
 
     def __int__(self) -> int:
-        return _extension.operators.int_(self)  # type: ignore[no-any-return]
+        return _extension.operators.int_(self)
 
     def __float__(self) -> float:
-        return _extension.operators.float_(self)  # type: ignore[no-any-return]
+        return _extension.operators.float_(self)
 
     def __complex__(self) -> complex:
-        return _extension.operators.complex_(self)  # type: ignore[no-any-return]
+        return _extension.operators.complex_(self)
 
     def __index__(self) -> int:
-        return _extension.operators.index(self)  # type: ignore[no-any-return]
+        return _extension.operators.index(self)
 
     def reshape(self, *shape: Any, unlink: bool = False) -> Any:
         """Return a Variable of the same elements in a new shape (a tuple, ints, ``-1``).

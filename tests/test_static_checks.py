@@ -49,3 +49,15 @@ def test_ruff_format() -> None:
 def test_mypy() -> None:
     pytest.importorskip("mypy")
     assert_clean(run_tool("mypy", "agnograd"))
+
+
+def test_package_ships_py_typed() -> None:
+    """PEP 561: ``agnograd/py.typed`` exists and is package data, so ``pip install``
+    installs it and type checkers read agnograd's annotations."""
+    import importlib.resources
+    import tomllib
+
+    assert importlib.resources.files("agnograd").joinpath("py.typed").is_file()
+    with open(ROOT / "pyproject.toml", "rb") as file:
+        package_data = tomllib.load(file)["tool"]["setuptools"]["package-data"]
+    assert "py.typed" in package_data.get("agnograd", [])

@@ -166,12 +166,12 @@ def matrix_norm(
     if ord == "fro":
         return vector_norm(x, axis=(-2, -1), keepdims=keepdims)
     if ord in ("nuc", 2, -2):
-        p = {"nuc": 1, 2: math.inf, -2: -math.inf}[ord]  # type: ignore[index]
+        p = {"nuc": 1, 2: math.inf, -2: -math.inf}[ord]
         y = vector_norm(svdvals(x), axis=-1, ord=p)
     elif ord in (1, -1, math.inf, -math.inf):
         inner = -2 if ord in (1, -1) else -1  # column sums for 1, row sums for inf
         sums = vector_norm(x, axis=inner, keepdims=True, ord=1)
-        y = vector_norm(sums, axis=(-2, -1), ord=math.inf if ord > 0 else -math.inf)  # type: ignore[operator]
+        y = vector_norm(sums, axis=(-2, -1), ord=math.inf if ord > 0 else -math.inf)
     else:
         raise ValueError(
             f"linalg.matrix_norm: ord must be 'fro', 'nuc', 1, -1, 2, -2, inf or -inf, got {ord!r}"
