@@ -205,20 +205,20 @@ class FunctionNode:
                 refs.append(_weakref(var._node))
             self.outputs = tuple(refs)
             results = tuple(results)
-        retain = self._retain_in
-        if retain:  # all the inputs, in order, is the common case: no new tuple
-            keep_all = retain == _IN_ORDER.get(len(arrays))
-            self._saved_inputs = arrays if keep_all else tuple([arrays[i] for i in retain])
-        retain = self._retain_out
-        if retain:
-            keep_all = retain == _IN_ORDER.get(len(outputs)) and outputs.__class__ is tuple
-            self._saved_outputs = outputs if keep_all else tuple([outputs[i] for i in retain])
-        # Versions, once some array was written in place, and always for a library
-        # that counts writes itself (PyTorch): see agnograd._versions.
-        if _written or xp not in _uncounted:
+        retain_in = self._retain_in
+        if retain_in:  # all the inputs, in order, is the common case: no new tuple
+            keep_all = retain_in == _IN_ORDER.get(len(arrays))
+            self._saved_inputs = arrays if keep_all else tuple([arrays[i] for i in retain_in])
+        retain_out = self._retain_out
+        if retain_out:
+            keep_all = retain_out == _IN_ORDER.get(len(outputs)) and outputs.__class__ is tuple
+            self._saved_outputs = outputs if keep_all else tuple([outputs[i] for i in retain_out])
+        # The versions of what it keeps, once some array was written in place, and
+        # always for a library that counts writes itself (PyTorch): agnograd._versions.
+        if (retain_in or retain_out) and (_written or xp not in _uncounted):
             _record_versions(self, arrays[0])
-            if _graph_writes:
-                _versions.note_outputs(results)
+        if _graph_writes:
+            _versions.note_outputs(results)
         return results
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:

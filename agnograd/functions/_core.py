@@ -189,7 +189,7 @@ class Unary(FunctionNode):
         if self._variables_in_backward or _versions.versions or self._saved_versions is not None:
             # Double backprop, arrays written in place or versions recorded (PyTorch):
             # the accessors deal with all of them.
-            xp = namespace_of(gy)
+            xp = namespace_of(gy) if self._variables_in_backward else self.xp
             if self._retain_in:
                 (x,) = self.get_retained_inputs()
             if self._retain_out:
