@@ -21,6 +21,8 @@ import numpy
 #: a type checker can verify names them all. It documents what a signature takes.
 Array: TypeAlias = Any
 
+# Python's numbers: never an array. (A NumPy scalar is one, NumPy's 0-d result; as an
+# argument of an operation it counts as a scalar: see SCALARS.)
 _SCALARS = (bool, int, float, complex)
 
 #: The types an operation takes as a scalar argument (``x * 2.0``, ``xp.add(x, 1)``):

@@ -17,7 +17,14 @@ from typing import Any
 
 from agnograd import _backend
 from agnograd._adapter import DLPACK_ACCELERATORS, DLPACK_CPU, Adapter
-from agnograd._backend import adapter_for, adapter_named, dtype_name, installed_backends, is_array
+from agnograd._backend import (
+    adapter_for,
+    adapter_named,
+    dtype_name,
+    installed_backends,
+    is_array,
+    known_shape,
+)
 
 _EXAMPLES = "'@numpy', '@torch:cpu', '@torch:cuda:1', '@jax:cpu:1', '@cupy:0', '@dask'"
 
@@ -376,7 +383,7 @@ def _shares(src: Adapter, a: Any, b: Any, dst: Adapter | None = None) -> bool:
 
 def _size(array: Any) -> int:
     shape = tuple(array.shape)
-    if any(d is None or d != d for d in shape):  # unknown (dask)
+    if not known_shape(shape):  # a length Dask knows only once computed
         return -1
     return math.prod(shape)
 

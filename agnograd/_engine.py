@@ -22,12 +22,11 @@ from agnograd._backend import (
     _namespaces,
     backend_name,
     is_array,
-    label,
     raw_namespace,
     same_shape,
 )
 from agnograd._config import HOOKS, MODE, using_config
-from agnograd._function import FunctionNode
+from agnograd._function import FunctionNode, describe_arrays
 from agnograd._variable import Variable, VariableNode, clear_node_data
 
 
@@ -316,7 +315,9 @@ def _run(
             else:
                 gxs = func.backward(indexes, gys)
         except Exception as error:
-            error.add_note(f"in agnograd {func.label}.backward with gradients {_describe(gys)}")
+            error.add_note(
+                f"in agnograd {func.label}.backward with gradients ({describe_arrays(gys)})"
+            )
             raise
         del gys
         if clear_buffer:
@@ -510,14 +511,6 @@ def _check_gradient(func: FunctionNode, index: int, gx: Any, xp: Any) -> None:
             f"gradient of input {index}, which is a {backend_name(xp)} array; return arrays of the "
             "inputs' library"
         )
-
-
-def _describe(gys: Sequence[Any]) -> str:
-    parts = []
-    for g in gys:
-        raw = g._data if isinstance(g, Variable) else g
-        parts.append("None" if raw is None else label(tuple(raw.shape), raw.dtype))
-    return "(" + "; ".join(parts) + ")"
 
 
 def _follow_data(node: VariableNode, gx: Any) -> Any:

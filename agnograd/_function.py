@@ -398,7 +398,7 @@ def _output_tuple(func: FunctionNode, outputs: Any) -> tuple[Any, ...]:
 
 
 def _forward_failed(error: Exception, func: FunctionNode, arrays: tuple[Any, ...]) -> None:
-    error.add_note(f"in agnograd {func.label}.forward with inputs {_describe(arrays)}")
+    error.add_note(f"in agnograd {func.label}.forward with inputs {describe_arrays(arrays)}")
 
 
 def _record_versions(func: FunctionNode, sample: Any) -> None:
@@ -409,8 +409,14 @@ def _record_versions(func: FunctionNode, sample: Any) -> None:
         func._saved_versions = recorded
 
 
-def _describe(arrays: tuple[Any, ...]) -> str:
-    return ", ".join(label(tuple(a.shape), a.dtype) for a in arrays)
+def describe_arrays(arrays: Sequence[Any]) -> str:
+    """Shapes and dtypes of arrays or Variables (``None`` for a missing one), for the
+    notes that errors in forward and backward carry."""
+    parts = []
+    for a in arrays:
+        raw = a._data if isinstance(a, Variable) else a
+        parts.append("None" if raw is None else label(tuple(raw.shape), raw.dtype))
+    return ", ".join(parts)
 
 
 def mixed_backends(func: FunctionNode, xp: Any, other: Any) -> TypeError:

@@ -294,7 +294,7 @@ class Variable(Operators, Printing, NnablaInterface):
     def size(self) -> int | None:
         """Number of elements (``None`` when a dimension is unknown, as in Dask)."""
         shape = self.shape
-        if shape is None or any(d is None or d != d for d in shape):
+        if shape is None or not _backend.known_shape(shape):
             return None
         return math.prod(shape)
 
