@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -24,13 +25,31 @@ from hypothesis.extra import numpy as hnp
 import agnograd
 import agnograd.functions as F
 from agnograd import Variable
-from agnograd.functions import _binary, _core, _elementwise, _rows, _standard, _unary
+from agnograd.functions import (
+    _binary,
+    _core,
+    _elementwise,
+    _linalg_inverse,
+    _manipulation,
+    _rows,
+    _standard,
+    _table,
+    _unary,
+)
 from agnograd.testing import backend_namespace, check_backward, check_double_backward
 from agnograd.testing import strategies as ags
 
 MODULES = [_unary, _binary, _elementwise]
 ROWS = [(module, row) for module in MODULES for row in module.ROWS.rows.values()]
 EXTRAS = [row for _, row in ROWS if not row.standard]
+#: Every module of agnograd.functions that declares rows: the chapters and the extras.
+DECLARING = [
+    module
+    for module in vars(F).values()
+    if isinstance(module, ModuleType) and isinstance(getattr(module, "ROWS", None), _rows.Rows)
+]
+#: Their tables, and agnograd.functions' own (``copy``, written out in a higher layer).
+TABLES = [module.ROWS for module in DECLARING] + [F._ROWS]
 
 
 def _ids(value: Any) -> str:
@@ -83,6 +102,116 @@ def test_a_row_left_unbound_is_refused() -> None:
         rows.exports({"_cube": cube})
     with pytest.raises(RuntimeError, match=r"bind each of \['cube'\]"):
         rows.exports({"cube": cube, "cubed": cube})
+
+
+# -- every module's rows: the namespace's tables and agnograd.functions' exports ----------
+
+
+def test_agnograd_functions_exports_what_the_rows_say() -> None:
+    # The functions with a gradient outside the extensions (linalg., fft.), the
+    # elementwise ones (with a gradient or not) and the extras, each under one name.
+    elementwise = set(_elementwise.CHAPTER)
+    wanted: dict[int, bool] = {}
+    for table in TABLES:
+        for row in table.rows.values():
+            if row.function is None:
+                continue
+            exported = (
+                not row.standard
+                or row.name in elementwise
+                or (row.differentiable and "." not in row.name)
+            )
+            wanted[id(row.function)] = wanted.get(id(row.function), False) or exported
+    assert {id(getattr(F, name)) for name in F.__all__} == {k for k, v in wanted.items() if v}
+    assert len(set(F.__all__)) == len(F.__all__)
+    for module in DECLARING:
+        for name in module.__all__:
+            assert getattr(F, name) is getattr(module, name)
+    exported = set(F.__all__)
+    assert {"flip", "matrix_transpose", "transpose", "copy", "get_item", "linear"} <= exported
+    assert {"identity", "softmax", "where", "sort", "astype", "ceil", "absolute"} <= exported
+    assert not {"argmax", "argsort", "nonzero", "broadcast_shapes", "zeros"} & exported
+    assert not {"unique_all", "inv", "fft", "abs", "Flip"} & exported
+
+
+def test_the_namespace_tables_come_from_the_rows_of_every_chapter() -> None:
+    assert _rows.chapter(*(module.ROWS for module in _table.CHAPTERS)) == _table.DECLARED
+    assert _rows.namespace_tables(_table.DECLARED) == (
+        _table.DIFFERENTIABLE,
+        _table.NON_DIFFERENTIABLE,
+    )
+    assert _rows.unsupported_table(_table.DECLARED) == _table.UNSUPPORTED
+    # A function declared under several names (the standard's and the extension's).
+    assert _table.DIFFERENTIABLE["linalg.matmul"] is _table.DIFFERENTIABLE["matmul"] is F.matmul
+    assert _table.DIFFERENTIABLE["linalg.matrix_transpose"] is F.matrix_transpose
+    assert _table.DIFFERENTIABLE["linalg.inv"] is _linalg_inverse.inv
+    # Extras are agnograd.functions' only; forwarded and bound rows the namespace's only.
+    namespace = {*_table.DIFFERENTIABLE, *_table.NON_DIFFERENTIABLE}
+    assert not {"transpose", "get_item", "linear", "copy", "softplus"} & namespace
+    assert _table.NON_DIFFERENTIABLE["argmax"].__module__ == "agnograd.functions._searching"
+    assert isinstance(_table.NON_DIFFERENTIABLE["zeros"], _core.Bound)
+    assert isinstance(_table.NON_DIFFERENTIABLE["fft.fftfreq"], _core.Bound)
+    for name in ("copy", "identity", "linear", "softmax", "transpose", "get_item"):
+        row = next(table.rows[name] for table in TABLES if name in table.rows)
+        assert not row.standard, name
+        assert row.function is getattr(F, name), name
+
+
+def test_a_name_declared_in_two_modules_is_refused() -> None:
+    rows = _rows.Rows("probe")
+    rows.unsupported("flip", "declared twice")
+    with pytest.raises(ValueError, match=r"probe: \['flip'\] already declared in the chapter"):
+        _rows.chapter(_manipulation.ROWS, rows)
+    with pytest.raises(ValueError, match="probe: 'flip' is declared twice"):
+        rows.declare("flip")(lambda x: x)
+
+
+def test_declared_functions_aliases_and_those_without_a_gradient() -> None:
+    rows = _rows.Rows("probe")
+
+    @rows.declare("half", "linalg.half")
+    def half(x: Any) -> Any:
+        return x * 0.5
+
+    @rows.declare("count", differentiable=False)
+    def count(x: Any) -> Any:
+        return x
+
+    assert rows.exports({"half": half}) == ["half"]  # count is the namespace's only
+    assert rows.exports({"half": half, "count": count}) == ["half"]
+    with pytest.raises(RuntimeError, match=r"bind each of \['half'\] to one public name"):
+        rows.exports({"_half": half})
+    assert _rows.namespace_tables(rows.rows) == (
+        {"half": half, "linalg.half": half},
+        {"count": count},
+    )
+
+
+def test_forwarded_and_bound_rows() -> None:
+    rows = _rows.Rows("probe")
+    argmax = rows.nondifferentiable("argmax")
+    assert argmax.__module__ == "probe"
+    assert argmax.__doc__ == "``argmax`` of the backend; the result has no gradient."
+    y = argmax(np.array([1.0, 3.0, 2.0]))
+    assert int(y.array) == 1
+    assert not y.requires_grad
+    zeros = rows.bound("zeros", lambda raw: lambda n: raw.zeros(n))
+    assert isinstance(zeros, _core.Bound)
+    np.testing.assert_array_equal(zeros.factory(np)(2), [0.0, 0.0])
+    assert rows.exports({"argmax": argmax, "zeros": zeros}) == []
+    assert _rows.namespace_tables(rows.rows) == ({}, {"argmax": argmax, "zeros": zeros})
+
+
+def test_an_unsupported_row_is_refused_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = _rows.Rows("probe")
+    rows.unsupported("frobnicate", "no rule yet")
+    assert _rows.unsupported_table(rows.rows) == {"frobnicate": "no rule yet"}
+    assert _rows.namespace_tables(rows.rows) == ({}, {})
+    assert rows.exports({}) == []
+    # The namespace refuses what _table.UNSUPPORTED (the rows') holds, with the reason.
+    monkeypatch.setitem(_table.UNSUPPORTED, "frobnicate", "no rule yet")
+    with pytest.raises(AttributeError, match="does not support 'frobnicate': no rule yet"):
+        _ = agnograd.namespace(np).frobnicate
 
 
 # -- what each row makes ---------------------------------------------------------------

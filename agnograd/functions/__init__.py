@@ -1,10 +1,10 @@
-# ruff: noqa: A004 - the standard's names (sum, pow, round) shadow builtins on purpose
 """Differentiable functions (``import agnograd.functions as F``).
 
 Each takes Variables or raw arrays of any array API library and returns Variables.
 The names of the array API standard (``exp``, ``permute_dims``, ``concat``, ...)
 come with Chainer's neural-network functions (``relu``, ``softmax``, ``linear``,
-``softmax_cross_entropy``, ...).
+``softmax_cross_entropy``, ...). Each is declared once, as a row of its module (see
+``_rows.py``), and the names exported here are derived from the rows.
 
 Examples
 --------
@@ -16,99 +16,35 @@ array([[3., 0.]])
 """
 
 from agnograd._transfer import copy
-from agnograd.functions import _binary, _elementwise, _rows, _unary
-from agnograd.functions._binary import *  # noqa: F403 - the functions of its rows
-from agnograd.functions._creation import meshgrid, tril, triu
-from agnograd.functions._elementwise import *  # noqa: F403 - the functions of its rows
-from agnograd.functions._indexing import get_item, take, take_along_axis
-from agnograd.functions._linalg import linear, matmul, tensordot, vecdot
-from agnograd.functions._manipulation import (
-    astype,
-    broadcast_arrays,
-    broadcast_to,
-    concat,
-    expand_dims,
-    flip,
-    matrix_transpose,
-    moveaxis,
-    permute_dims,
-    repeat,
-    reshape,
-    roll,
-    squeeze,
-    stack,
-    tile,
-    transpose,
-    unstack,
-)
-from agnograd.functions._misc import identity
-from agnograd.functions._nn import (
-    log_softmax,
-    mean_squared_error,
-    softmax,
-    softmax_cross_entropy,
-)
-from agnograd.functions._searching import where
-from agnograd.functions._sorting import sort
-from agnograd.functions._statistical import (
-    cumulative_prod,
-    cumulative_sum,
-    max,
-    mean,
-    min,
-    prod,
-    std,
-    sum,
-    var,
-)
-from agnograd.functions._unary import *  # noqa: F403 - the functions of its rows
-from agnograd.functions._utility import diff
+from agnograd.functions import _misc, _nn, _rows, _table
+from agnograd.functions._binary import *  # noqa: F403 - each __all__ comes from the rows
+from agnograd.functions._creation import *  # noqa: F403
+from agnograd.functions._elementwise import *  # noqa: F403
+from agnograd.functions._fft import *  # noqa: F403
+from agnograd.functions._indexing import *  # noqa: F403
+from agnograd.functions._linalg import *  # noqa: F403
+from agnograd.functions._linalg_decompositions import *  # noqa: F403
+from agnograd.functions._linalg_eig import *  # noqa: F403
+from agnograd.functions._linalg_inverse import *  # noqa: F403
+from agnograd.functions._linalg_norms import *  # noqa: F403
+from agnograd.functions._manipulation import *  # noqa: F403
+from agnograd.functions._misc import *  # noqa: F403
+from agnograd.functions._nn import *  # noqa: F403
+from agnograd.functions._searching import *  # noqa: F403
+from agnograd.functions._set import *  # noqa: F403
+from agnograd.functions._sorting import *  # noqa: F403
+from agnograd.functions._statistical import *  # noqa: F403
+from agnograd.functions._unary import *  # noqa: F403
+from agnograd.functions._utility import *  # noqa: F403
 
+# An extra written out above the functions' layer (it moves Variables between devices).
+_ROWS = _rows.Rows(__name__)
+_ROWS.declare("copy", standard=False)(copy)
+
+# The functions the modules' rows declare, under the names the modules bind them to
+# (their __all__; see _rows.py): those with a gradient outside the linalg and fft
+# extensions, the elementwise ones, and the extras (Chainer's functions, copy).
 __all__ = [
-    *_rows.exported(_unary, _binary, _elementwise),  # the functions of their rows
-    "astype",
-    "broadcast_arrays",
-    "broadcast_to",
-    "concat",
-    "copy",
-    "cumulative_prod",
-    "cumulative_sum",
-    "diff",
-    "expand_dims",
-    "flip",
-    "get_item",
-    "identity",
-    "linear",
-    "log_softmax",
-    "matmul",
-    "matrix_transpose",
-    "max",
-    "mean",
-    "mean_squared_error",
-    "meshgrid",
-    "min",
-    "moveaxis",
-    "permute_dims",
-    "prod",
-    "repeat",
-    "reshape",
-    "roll",
-    "softmax",
-    "softmax_cross_entropy",
-    "sort",
-    "squeeze",
-    "stack",
-    "std",
-    "sum",
-    "take",
-    "take_along_axis",
-    "tensordot",
-    "tile",
-    "transpose",
-    "tril",
-    "triu",
-    "unstack",
-    "var",
-    "vecdot",
-    "where",
+    *_ROWS.exports(globals()),
+    *_rows.exported(*_table.CHAPTERS, _misc, _nn),
 ]

@@ -2,27 +2,22 @@
 ``meshgrid`` with gradients.
 
 Functions that take no array (``zeros``, ``arange``, ``from_dlpack``, ...) need to
-know the backend, so the namespace binds them to its raw namespace (:class:`Bound`).
+know the backend, so the namespace binds them to its raw namespace (:meth:`Rows.bound`).
 Their results, like those of ``zeros_like`` and friends, require no gradient.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agnograd import _extension
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import (
-    Bound,
-    constant,
-    forwarding,
-    native_kwargs,
-    nondifferentiable,
-    raw,
-    shape_of,
-)
+from agnograd.functions._core import constant, forwarding, native_kwargs, raw, shape_of
+from agnograd.functions._rows import Rows, namespace_tables
+
+ROWS = Rows(__name__)
 
 
 class Triangle(FunctionNode):
@@ -57,6 +52,7 @@ def _triangle(fn: str, x: Any, k: int) -> Variable:
     return Triangle(fn, k).apply((x,))[0]
 
 
+@ROWS.declare("tril")
 def tril(x: Any, /, *, k: int = 0) -> Variable:
     """The lower triangle of each matrix of ``x``: elements above diagonal ``k`` zeroed.
 
@@ -78,6 +74,7 @@ def tril(x: Any, /, *, k: int = 0) -> Variable:
     return _triangle("tril", x, k)
 
 
+@ROWS.declare("triu")
 def triu(x: Any, /, *, k: int = 0) -> Variable:
     """The upper triangle of each matrix of ``x``: elements below diagonal ``k`` zeroed.
 
@@ -127,7 +124,8 @@ class Meshgrid(FunctionNode):
         return tuple(result)
 
 
-def meshgrid(*arrays: Any, indexing: str = "xy") -> list[Variable]:
+@ROWS.declare("meshgrid")
+def meshgrid(*arrays: Any, indexing: str = "xy") -> tuple[Variable, ...]:
     """Coordinate grids from one-dimensional ``arrays`` (a list of Variables).
 
     ``indexing='xy'`` (Cartesian) swaps the first two axes of the grids,
@@ -155,11 +153,13 @@ def meshgrid(*arrays: Any, indexing: str = "xy") -> list[Variable]:
                 f"{shape_of(x)}"
             )
     if not arrays:
-        return []
-    return list(Meshgrid(indexing, len(arrays)).apply(arrays))
+        return ()
+    return Meshgrid(indexing, len(arrays)).apply(arrays)
 
 
-def _constant_maker(name: str) -> Bound:
+def _constant_maker(name: str) -> Any:
+    """The factory of ``name`` for a raw namespace (see :meth:`Rows.bound`)."""
+
     def bind(raw_namespace: Any) -> Any:
         fn = getattr(raw_namespace, name)
         return forwarding(
@@ -168,7 +168,20 @@ def _constant_maker(name: str) -> Bound:
             f"``{name}`` of the backend, as a Variable that requires no gradient.",
         )
 
-    return Bound(bind)
+    return bind
+
+
+ROWS.bound("arange", _constant_maker("arange"))
+ROWS.bound("empty", _constant_maker("empty"))
+ROWS.bound("eye", _constant_maker("eye"))
+ROWS.bound("full", _constant_maker("full"))
+ROWS.bound("linspace", _constant_maker("linspace"))
+ROWS.bound("ones", _constant_maker("ones"))
+ROWS.bound("zeros", _constant_maker("zeros"))
+ROWS.nondifferentiable("empty_like")
+ROWS.nondifferentiable("full_like")
+ROWS.nondifferentiable("ones_like")
+ROWS.nondifferentiable("zeros_like")
 
 
 def _bind_from_dlpack(raw_namespace: Any) -> Any:
@@ -189,16 +202,13 @@ def _bind_from_dlpack(raw_namespace: Any) -> Any:
     return from_dlpack
 
 
-DIFFERENTIABLE: dict[str, Any] = {"meshgrid": meshgrid, "tril": tril, "triu": triu}
-NON_DIFFERENTIABLE: dict[str, Any] = {
-    **{
-        name: _constant_maker(name)
-        for name in ("arange", "empty", "eye", "full", "linspace", "ones", "zeros")
-    },
-    **{
-        name: nondifferentiable(name, f"``{name}`` of the backend; the result has no gradient.")
-        for name in ("empty_like", "full_like", "ones_like", "zeros_like")
-    },
-    "from_dlpack": Bound(_bind_from_dlpack),
-}
-UNSUPPORTED: dict[str, str] = {}
+ROWS.bound("from_dlpack", _bind_from_dlpack)
+
+#: The chapter's tables, derived from its rows (the namespace's come from
+#: agnograd.functions._table, which gathers every chapter's rows).
+DIFFERENTIABLE, NON_DIFFERENTIABLE = namespace_tables(ROWS.rows)
+
+# Derived from the rows. Type checkers cannot evaluate it and take the module's public
+# names instead.
+if not TYPE_CHECKING:
+    __all__ = ROWS.exports(globals())

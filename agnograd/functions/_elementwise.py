@@ -414,10 +414,11 @@ def clip(x: Any, /, min: Any = None, max: Any = None) -> Variable:  # noqa: A002
     return Clip(low, high).apply((x, *bounds))[0]
 
 
-#: The rows of the chapter, by the standard's name (and the extras declared with them).
+#: The rows of the chapter, by the standard's name (and the extras declared with them),
+#: and its tables (the namespace's come from agnograd.functions._table, which gathers
+#: every chapter's rows).
 CHAPTER = chapter(UNARY_ROWS, BINARY_ROWS, ROWS)
 DIFFERENTIABLE, NON_DIFFERENTIABLE = namespace_tables(CHAPTER)
-UNSUPPORTED: dict[str, str] = {}
 
 # Derived from the rows. Type checkers cannot evaluate it and take the module's public
 # names instead: these functions, and ROWS and the helpers imported here.

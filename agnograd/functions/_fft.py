@@ -19,14 +19,17 @@ backend, and their results carry no gradient.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import array_api_compat
 
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import Bound, constant, raw, shape_of
+from agnograd.functions._core import constant, raw, shape_of
+from agnograd.functions._rows import Rows
+
+ROWS = Rows(__name__)
 
 _Spec = tuple[tuple[int, ...], Any]
 
@@ -59,6 +62,55 @@ def _real_dtype(xp: Any, dtype: Any) -> Any:
     if xp.isdtype(dtype, "complex floating"):
         return xp.float32 if dtype == xp.complex64 else xp.float64
     return dtype
+
+
+def _weights(like: Any, axis: int, n: int, factor: float) -> Any:
+    """Per-bin weights of a one-sided spectrum of a length-``n`` signal along ``axis``.
+
+    The zero frequency (and the Nyquist frequency of an even ``n``) appear once in
+    the full spectrum; every other bin stands for itself and its conjugate twin.
+    """
+    data = raw(like)
+    rxp = namespace_of(data)
+    bins = n // 2 + 1
+    values = [1.0 if k == 0 or 2 * k == n else factor for k in range(bins)]
+    shape = [1] * len(data.shape)
+    shape[axis] = bins
+    w = rxp.asarray(
+        values, dtype=_real_dtype(rxp, data.dtype), device=array_api_compat.device(data)
+    )
+    return rxp.reshape(w, tuple(shape))
+
+
+def _resize(xp: Any, g: Any, axis: int, length: int) -> Any:
+    """Trim or zero-pad ``g`` along ``axis`` to ``length`` (the adjoint of the reverse)."""
+    current = g.shape[axis]
+    if current == length:
+        return g
+    if current > length:
+        return g[(*(slice(None),) * axis, slice(0, length), ...)]
+    data = raw(g)
+    rxp = namespace_of(data)
+    shape = list(g.shape)
+    shape[axis] = length - current
+    zeros = rxp.zeros(tuple(shape), dtype=data.dtype, device=array_api_compat.device(data))
+    return xp.concat([g, zeros], axis=axis)
+
+
+# -- argument resolution -----------------------------------------------------------------
+
+
+def _check_norm(op: str, norm: str) -> None:
+    if norm not in _NORMS:
+        raise ValueError(f"fft.{op}: norm must be 'backward', 'ortho' or 'forward', got {norm!r}")
+
+
+def _default_length(m: int, c2r: bool) -> int:
+    # A complex-to-real transform of m bins gives a real signal of 2 (m - 1) points.
+    return 2 * (m - 1) if c2r else m
+
+
+# -- the node of the transforms, and the two ways to apply it ----------------------------
 
 
 class Transform(FunctionNode):
@@ -132,52 +184,6 @@ class Transform(FunctionNode):
         return (g,)
 
 
-def _weights(like: Any, axis: int, n: int, factor: float) -> Any:
-    """Per-bin weights of a one-sided spectrum of a length-``n`` signal along ``axis``.
-
-    The zero frequency (and the Nyquist frequency of an even ``n``) appear once in
-    the full spectrum; every other bin stands for itself and its conjugate twin.
-    """
-    data = raw(like)
-    rxp = namespace_of(data)
-    bins = n // 2 + 1
-    values = [1.0 if k == 0 or 2 * k == n else factor for k in range(bins)]
-    shape = [1] * len(data.shape)
-    shape[axis] = bins
-    w = rxp.asarray(
-        values, dtype=_real_dtype(rxp, data.dtype), device=array_api_compat.device(data)
-    )
-    return rxp.reshape(w, tuple(shape))
-
-
-def _resize(xp: Any, g: Any, axis: int, length: int) -> Any:
-    """Trim or zero-pad ``g`` along ``axis`` to ``length`` (the adjoint of the reverse)."""
-    current = g.shape[axis]
-    if current == length:
-        return g
-    if current > length:
-        return g[(*(slice(None),) * axis, slice(0, length), ...)]
-    data = raw(g)
-    rxp = namespace_of(data)
-    shape = list(g.shape)
-    shape[axis] = length - current
-    zeros = rxp.zeros(tuple(shape), dtype=data.dtype, device=array_api_compat.device(data))
-    return xp.concat([g, zeros], axis=axis)
-
-
-# -- argument resolution -----------------------------------------------------------------
-
-
-def _check_norm(op: str, norm: str) -> None:
-    if norm not in _NORMS:
-        raise ValueError(f"fft.{op}: norm must be 'backward', 'ortho' or 'forward', got {norm!r}")
-
-
-def _default_length(m: int, c2r: bool) -> int:
-    # A complex-to-real transform of m bins gives a real signal of 2 (m - 1) points.
-    return 2 * (m - 1) if c2r else m
-
-
 def _one_d(op: str, x: Any, n: int | None, axis: int, norm: str) -> Variable:
     _check_norm(op, norm)
     shape = shape_of(x)
@@ -228,6 +234,7 @@ def _n_d(
 # -- the transforms ----------------------------------------------------------------------
 
 
+@ROWS.declare("fft.fft")
 def fft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Variable:
     """One-dimensional discrete Fourier transform along ``axis``.
 
@@ -248,6 +255,7 @@ def fft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backwar
     return _one_d("fft", x, n, axis, norm)
 
 
+@ROWS.declare("fft.ifft")
 def ifft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Variable:
     """One-dimensional inverse discrete Fourier transform along ``axis``.
 
@@ -261,6 +269,7 @@ def ifft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backwa
     return _one_d("ifft", x, n, axis, norm)
 
 
+@ROWS.declare("fft.fftn")
 def fftn(
     x: Any,
     /,
@@ -285,6 +294,7 @@ def fftn(
     return _n_d("fftn", x, s, axes, norm)
 
 
+@ROWS.declare("fft.ifftn")
 def ifftn(
     x: Any,
     /,
@@ -306,6 +316,7 @@ def ifftn(
     return _n_d("ifftn", x, s, axes, norm)
 
 
+@ROWS.declare("fft.rfft")
 def rfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Variable:
     """Discrete Fourier transform of a real signal: the ``n // 2 + 1`` non-negative
     frequencies.
@@ -324,6 +335,7 @@ def rfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backwa
     return _one_d("rfft", x, n, axis, norm)
 
 
+@ROWS.declare("fft.irfft")
 def irfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Variable:
     """Inverse of :func:`rfft`: a real signal of length ``n`` (``2 (m - 1)`` by default)
     from ``m`` non-negative frequencies.
@@ -338,6 +350,7 @@ def irfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backw
     return _one_d("irfft", x, n, axis, norm)
 
 
+@ROWS.declare("fft.rfftn")
 def rfftn(
     x: Any,
     /,
@@ -359,6 +372,7 @@ def rfftn(
     return _n_d("rfftn", x, s, axes, norm)
 
 
+@ROWS.declare("fft.irfftn")
 def irfftn(
     x: Any,
     /,
@@ -380,6 +394,7 @@ def irfftn(
     return _n_d("irfftn", x, s, axes, norm)
 
 
+@ROWS.declare("fft.hfft")
 def hfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Variable:
     """Real spectrum of a signal with Hermitian symmetry, given by its first half.
 
@@ -393,6 +408,7 @@ def hfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backwa
     return _one_d("hfft", x, n, axis, norm)
 
 
+@ROWS.declare("fft.ihfft")
 def ihfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Variable:
     """Inverse of :func:`hfft`: the first half of a Hermitian signal from a real spectrum.
 
@@ -404,6 +420,17 @@ def ihfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backw
     variable([1.-0.j, 1.-0.j, 1.-0.j])
     """
     return _one_d("ihfft", x, n, axis, norm)
+
+
+def _shift_axes(op: str, x: Any, axes: int | Sequence[int] | None) -> Any:
+    if axes is None:
+        return None
+    shape = shape_of(x)
+    axes = (axes,) if isinstance(axes, int) else tuple(axes)
+    for a in axes:
+        if not -len(shape) <= a < len(shape):
+            raise ValueError(f"fft.{op}: axis {a} is out of range for x of shape {shape}")
+    return tuple(a % len(shape) for a in axes)
 
 
 class Shift(FunctionNode):
@@ -429,17 +456,7 @@ class Shift(FunctionNode):
         return (getattr(namespace_of(gy).fft, other)(gy, axes=self.axes),)
 
 
-def _shift_axes(op: str, x: Any, axes: int | Sequence[int] | None) -> Any:
-    if axes is None:
-        return None
-    shape = shape_of(x)
-    axes = (axes,) if isinstance(axes, int) else tuple(axes)
-    for a in axes:
-        if not -len(shape) <= a < len(shape):
-            raise ValueError(f"fft.{op}: axis {a} is out of range for x of shape {shape}")
-    return tuple(a % len(shape) for a in axes)
-
-
+@ROWS.declare("fft.fftshift")
 def fftshift(x: Any, /, *, axes: int | Sequence[int] | None = None) -> Variable:
     """Move the zero frequency to the center of ``axes`` (all by default).
 
@@ -453,6 +470,7 @@ def fftshift(x: Any, /, *, axes: int | Sequence[int] | None = None) -> Variable:
     return Shift("fftshift", _shift_axes("fftshift", x, axes)).apply((x,))[0]
 
 
+@ROWS.declare("fft.ifftshift")
 def ifftshift(x: Any, /, *, axes: int | Sequence[int] | None = None) -> Variable:
     """Inverse of :func:`fftshift`.
 
@@ -466,7 +484,9 @@ def ifftshift(x: Any, /, *, axes: int | Sequence[int] | None = None) -> Variable
     return Shift("ifftshift", _shift_axes("ifftshift", x, axes)).apply((x,))[0]
 
 
-def _frequencies(name: str) -> Bound:
+def _frequencies(name: str) -> Any:
+    """The factory of ``fft.<name>`` for a raw namespace (see :meth:`Rows.bound`)."""
+
     def bind(raw_xp: Any) -> Any:
         # The namespace binds extension entries to the extension's own module.
         module = raw_xp if hasattr(raw_xp, name) else raw_xp.fft
@@ -482,26 +502,13 @@ def _frequencies(name: str) -> Bound:
         apply.__doc__ = f"``fft.{name}`` of the backend: sample frequencies, with no gradient."
         return apply
 
-    return Bound(bind)
+    return bind
 
 
-fftfreq = _frequencies("fftfreq")
-rfftfreq = _frequencies("rfftfreq")
+fftfreq = ROWS.bound("fft.fftfreq", _frequencies("fftfreq"))
+rfftfreq = ROWS.bound("fft.rfftfreq", _frequencies("rfftfreq"))
 
 
-DIFFERENTIABLE: dict[str, Any] = {
-    "fft.fft": fft,
-    "fft.fftn": fftn,
-    "fft.fftshift": fftshift,
-    "fft.hfft": hfft,
-    "fft.ifft": ifft,
-    "fft.ifftn": ifftn,
-    "fft.ifftshift": ifftshift,
-    "fft.ihfft": ihfft,
-    "fft.irfft": irfft,
-    "fft.irfftn": irfftn,
-    "fft.rfft": rfft,
-    "fft.rfftn": rfftn,
-}
-NON_DIFFERENTIABLE: dict[str, Any] = {"fft.fftfreq": fftfreq, "fft.rfftfreq": rfftfreq}
-UNSUPPORTED: dict[str, str] = {}
+# Derived from the rows (none is exported: the extension's are the namespace's only).
+if not TYPE_CHECKING:
+    __all__ = ROWS.exports(globals())

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import array_api_compat
 
@@ -26,7 +26,10 @@ from agnograd._inplace import note_view
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
 from agnograd.functions._core import raw, shape_of
+from agnograd.functions._rows import Rows
 from agnograd.functions._statistical import input_shape
+
+ROWS = Rows(__name__)
 
 _BASIC = (int, slice, type(Ellipsis), type(None))
 
@@ -107,6 +110,7 @@ class GetItemGrad(FunctionNode):
         return (grad_outputs[0][self.key],)
 
 
+@ROWS.declare("get_item", standard=False)  # Chainer's; behind Variable.__getitem__
 def get_item(x: Any, slices: Any) -> Variable:
     """``x[slices]``: basic slicing, ``...``, ``None``, integer arrays or one boolean mask.
 
@@ -148,6 +152,43 @@ def scatter_add_positions(positions: Any, shape: tuple[int, ...], values: Any) -
     out = xp.zeros((size,), dtype=values.dtype, device=array_api_compat.device(values))
     flat = scatter_add_flat(out, xp.reshape(positions, (-1,)), xp.reshape(values, (-1,)))
     return xp.reshape(flat, shape)
+
+
+def index_dtype(xp: Any, device: Any) -> Any:
+    """The default indexing dtype of ``device`` (int32 where a device has no int64)."""
+    try:
+        return xp.__array_namespace_info__().default_dtypes(device=device)["indexing"]
+    except (AttributeError, TypeError, ValueError):  # no inspection API: the default
+        return None
+
+
+def take_along_axis_of(xp: Any, x: Any, indices: Any, axis: int) -> Any:
+    """``xp.take_along_axis``, or a flat ``take`` where the library lacks it (Dask).
+
+    Examples
+    --------
+    >>> import array_api_strict as xp
+    >>> from agnograd.functions._indexing import take_along_axis_of
+    >>> x = xp.asarray([[10, 11, 12], [20, 21, 22]])
+    >>> take_along_axis_of(xp, x, xp.asarray([[2, 0], [1, 1]]), 1)
+    Array([[12, 10],
+           [21, 21]], dtype=array_api_strict.int64)
+    """
+    if hasattr(xp, "take_along_axis"):
+        return xp.take_along_axis(x, indices, axis=axis)
+    shape = tuple(x.shape)
+    device = array_api_compat.device(x)
+    # Flat position of each output element: the index along axis and its own
+    # coordinates on the other axes, times the strides of x. The other axes
+    # broadcast: where x has length 1 the coordinate is 0.
+    flat = indices * math.prod(shape[axis + 1 :])
+    for k, n in enumerate(shape):
+        if k == axis or n == 1:
+            continue
+        coordinate = xp.arange(n, dtype=indices.dtype, device=device) * math.prod(shape[k + 1 :])
+        flat = flat + xp.reshape(coordinate, tuple(n if j == k else 1 for j in range(len(shape))))
+    picked = xp.take(xp.reshape(x, (-1,)), xp.reshape(flat, (-1,)), axis=0)
+    return xp.reshape(picked, tuple(flat.shape))
 
 
 class Gather(FunctionNode):
@@ -205,43 +246,6 @@ class ScatterAdd(FunctionNode):
         return (xp.reshape(flat, tuple(positions.shape)),)
 
 
-def index_dtype(xp: Any, device: Any) -> Any:
-    """The default indexing dtype of ``device`` (int32 where a device has no int64)."""
-    try:
-        return xp.__array_namespace_info__().default_dtypes(device=device)["indexing"]
-    except (AttributeError, TypeError, ValueError):  # no inspection API: the default
-        return None
-
-
-def take_along_axis_of(xp: Any, x: Any, indices: Any, axis: int) -> Any:
-    """``xp.take_along_axis``, or a flat ``take`` where the library lacks it (Dask).
-
-    Examples
-    --------
-    >>> import array_api_strict as xp
-    >>> from agnograd.functions._indexing import take_along_axis_of
-    >>> x = xp.asarray([[10, 11, 12], [20, 21, 22]])
-    >>> take_along_axis_of(xp, x, xp.asarray([[2, 0], [1, 1]]), 1)
-    Array([[12, 10],
-           [21, 21]], dtype=array_api_strict.int64)
-    """
-    if hasattr(xp, "take_along_axis"):
-        return xp.take_along_axis(x, indices, axis=axis)
-    shape = tuple(x.shape)
-    device = array_api_compat.device(x)
-    # Flat position of each output element: the index along axis and its own
-    # coordinates on the other axes, times the strides of x. The other axes
-    # broadcast: where x has length 1 the coordinate is 0.
-    flat = indices * math.prod(shape[axis + 1 :])
-    for k, n in enumerate(shape):
-        if k == axis or n == 1:
-            continue
-        coordinate = xp.arange(n, dtype=indices.dtype, device=device) * math.prod(shape[k + 1 :])
-        flat = flat + xp.reshape(coordinate, tuple(n if j == k else 1 for j in range(len(shape))))
-    picked = xp.take(xp.reshape(x, (-1,)), xp.reshape(flat, (-1,)), axis=0)
-    return xp.reshape(picked, tuple(flat.shape))
-
-
 def gather(fn: Callable[..., Any], x: Any, indices: Any, label: str) -> Variable:
     """Apply the :class:`Gather` ``fn(xp, x, indices)``.
 
@@ -274,6 +278,7 @@ def _axis(axis: int, ndim: int, op: str) -> int:
     return axis % ndim
 
 
+@ROWS.declare("take")
 def take(x: Any, indices: Any, /, *, axis: int | None = None) -> Variable:
     """Elements of ``x`` at ``indices`` (1-D integer array) along ``axis``.
 
@@ -309,6 +314,7 @@ def take(x: Any, indices: Any, /, *, axis: int | None = None) -> Variable:
     return gather(fn, x, _index_array(indices, "take"), "Take")
 
 
+@ROWS.declare("take_along_axis")
 def take_along_axis(x: Any, indices: Any, /, *, axis: int = -1) -> Variable:
     """Elements of ``x`` picked along ``axis`` by ``indices`` (same number of dimensions).
 
@@ -336,6 +342,7 @@ def take_along_axis(x: Any, indices: Any, /, *, axis: int = -1) -> Variable:
     return gather(fn, x, _index_array(indices, "take_along_axis"), "TakeAlongAxis")
 
 
-DIFFERENTIABLE: dict[str, Any] = {"take": take, "take_along_axis": take_along_axis}
-NON_DIFFERENTIABLE: dict[str, Any] = {}
-UNSUPPORTED: dict[str, str] = {}
+# Derived from the rows. Type checkers cannot evaluate it and take the module's public
+# names instead.
+if not TYPE_CHECKING:
+    __all__ = ROWS.exports(globals())

@@ -1,5 +1,6 @@
-"""Linear algebra: the standard's chapter (``matmul``, ``tensordot``, ``vecdot``,
-``matrix_transpose``) and the helpers of its ``linalg`` extension, whose functions
+"""Linear algebra: the standard's chapter (``matmul``, ``tensordot``, ``vecdot``;
+``matrix_transpose`` is declared beside its node in ``_manipulation``), Chainer's
+``linear``, and the helpers of the standard's ``linalg`` extension, whose functions
 (keys ``"linalg.<name>"``) live in ``_linalg_inverse`` (``inv``, ``solve``, ``det``,
 ``slogdet``, ``pinv``), ``_linalg_decompositions`` (``cholesky``, ``qr``, ``eigh``,
 ``svd``) and ``_linalg_norms`` (norms, powers, diagonals, ``cross``, ``matrix_rank``).
@@ -26,7 +27,7 @@ which are themselves in these tables, so gradients of any order come free.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import array_api_compat
 
@@ -36,6 +37,9 @@ from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
 from agnograd.functions._core import Spec, conjugate, raw, shape_of
 from agnograd.functions._manipulation import matrix_transpose
+from agnograd.functions._rows import Rows
+
+ROWS = Rows(__name__)
 
 # -- helpers shared by the linalg modules ------------------------------------------------
 
@@ -128,6 +132,7 @@ class MatMul(FunctionNode):
         return tuple(result)
 
 
+@ROWS.declare("matmul", "linalg.matmul")
 def matmul(x1: Any, x2: Any, /) -> Variable:
     """Matrix product with broadcasting over leading (batch) axes.
 
@@ -148,6 +153,7 @@ def matmul(x1: Any, x2: Any, /) -> Variable:
     return MatMul().apply((x1, x2))[0]
 
 
+@ROWS.declare("linear", standard=False)  # Chainer's
 def linear(x: Any, W: Any, b: Any = None) -> Variable:  # noqa: N803 - Chainer's name
     """Affine map ``x @ W.T + b`` with ``W`` of shape ``(out, in)`` (Chainer's layout).
 
@@ -204,6 +210,7 @@ class TensorDot(FunctionNode):
         return tuple(result)
 
 
+@ROWS.declare("tensordot", "linalg.tensordot")
 def tensordot(
     x1: Any, x2: Any, /, *, axes: int | tuple[Sequence[int], Sequence[int]] = 2
 ) -> Variable:
@@ -281,6 +288,7 @@ class VecDot(FunctionNode):
         return tuple(conjugate(xp, g) * x2 if i == 0 else g * x1 for i in indexes)
 
 
+@ROWS.declare("vecdot", "linalg.vecdot")
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Variable:
     """Dot product ``sum(conj(x1) * x2, axis=axis)`` with broadcasting.
 
@@ -316,15 +324,7 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Variable:
     return VecDot(axis).apply((x1, x2))[0]
 
 
-DIFFERENTIABLE = {
-    "matmul": matmul,
-    "matrix_transpose": matrix_transpose,
-    "tensordot": tensordot,
-    "vecdot": vecdot,
-    "linalg.matmul": matmul,
-    "linalg.matrix_transpose": matrix_transpose,
-    "linalg.tensordot": tensordot,
-    "linalg.vecdot": vecdot,
-}
-NON_DIFFERENTIABLE: dict[str, Any] = {}
-UNSUPPORTED: dict[str, str] = {}
+# Derived from the rows. Type checkers cannot evaluate it and take the module's public
+# names instead.
+if not TYPE_CHECKING:
+    __all__ = ROWS.exports(globals())

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
@@ -17,6 +17,9 @@ from agnograd.functions._linalg import (
     raw_xp_device,
     raw_zeros,
 )
+from agnograd.functions._rows import Rows
+
+ROWS = Rows(__name__)
 
 
 class EighResult(NamedTuple):
@@ -31,13 +34,6 @@ class QRResult(NamedTuple):
 
     Q: Variable  # the standard's field name
     R: Variable
-
-
-class SlogdetResult(NamedTuple):
-    """Result of :func:`slogdet`: ``det = sign * exp(logabsdet)``."""
-
-    sign: Variable
-    logabsdet: Variable
 
 
 class SVDResult(NamedTuple):
@@ -88,6 +84,7 @@ class Cholesky(FunctionNode):
         return (mh(xp, linv) @ middle @ linv,)
 
 
+@ROWS.declare("linalg.cholesky")
 def cholesky(x: Any, /, *, upper: bool = False) -> Variable:
     """Cholesky factor of Hermitian positive-definite matrices: lower ``L`` with
     ``x = L @ L^H`` (or upper ``U = L^H`` with ``upper=True``).
@@ -110,6 +107,27 @@ def cholesky(x: Any, /, *, upper: bool = False) -> Variable:
     """
     check_matrix("linalg.cholesky", x, square=True)
     return Cholesky(bool(upper)).apply((x,))[0]
+
+
+def _qr_backward(xp: Any, q: Any, r: Any, gq: Any, gr: Any) -> Any:
+    """Gradient of ``x = Q R`` with ``x`` square or tall and of full rank.
+
+    With M = gR R^H - Q^H gQ, the gradient is [gQ + Q (M - tril(M - M^H)/half
+    diagonal)] R^-H: the term in parentheses keeps M's upper triangle and mirrors it
+    to a Hermitian matrix.
+    """
+    terms = []
+    if gr is not None:
+        terms.append(gr @ mh(xp, r))
+    if gq is not None:
+        qhgq = mh(xp, q) @ gq
+        terms.append(-qhgq)
+    m = terms[0] if len(terms) == 1 else terms[0] + terms[1]
+    b = q @ (m - _tril_half(xp, m - mh(xp, m)))
+    if gq is not None:
+        b = b + gq
+    # b R^-H, as the solution of R Z = b^H transposed back.
+    return mh(xp, xp.linalg.solve(r, mh(xp, b)))
 
 
 class QR(FunctionNode):
@@ -152,27 +170,7 @@ class QR(FunctionNode):
         return (xp.concat([gx, gy], axis=-1),)
 
 
-def _qr_backward(xp: Any, q: Any, r: Any, gq: Any, gr: Any) -> Any:
-    """Gradient of ``x = Q R`` with ``x`` square or tall and of full rank.
-
-    With M = gR R^H - Q^H gQ, the gradient is [gQ + Q (M - tril(M - M^H)/half
-    diagonal)] R^-H: the term in parentheses keeps M's upper triangle and mirrors it
-    to a Hermitian matrix.
-    """
-    terms = []
-    if gr is not None:
-        terms.append(gr @ mh(xp, r))
-    if gq is not None:
-        qhgq = mh(xp, q) @ gq
-        terms.append(-qhgq)
-    m = terms[0] if len(terms) == 1 else terms[0] + terms[1]
-    b = q @ (m - _tril_half(xp, m - mh(xp, m)))
-    if gq is not None:
-        b = b + gq
-    # b R^-H, as the solution of R Z = b^H transposed back.
-    return mh(xp, xp.linalg.solve(r, mh(xp, b)))
-
-
+@ROWS.declare("linalg.qr")
 def qr(x: Any, /, *, mode: str = "reduced") -> QRResult:
     """QR decomposition ``x = Q @ R`` with orthonormal columns ``Q`` and upper ``R``.
 
@@ -225,6 +223,7 @@ class Eigh(FunctionNode):
         return (left @ mh(xp, v),)
 
 
+@ROWS.declare("linalg.eigh")
 def eigh(x: Any, /) -> EighResult:
     """Eigenvalues (ascending) and eigenvectors of Hermitian matrices.
 
@@ -247,6 +246,7 @@ def eigh(x: Any, /) -> EighResult:
     return EighResult(*Eigh().apply((x,)))
 
 
+@ROWS.declare("linalg.eigvalsh")
 def eigvalsh(x: Any, /) -> Variable:
     """Eigenvalues (ascending) of Hermitian matrices.
 
@@ -328,6 +328,7 @@ class SVD(FunctionNode):
         return (ga,)
 
 
+@ROWS.declare("linalg.svd")
 def svd(x: Any, /, *, full_matrices: bool = True) -> SVDResult:
     """Singular value decomposition ``x = U @ diag(S) @ Vh`` (``S`` descending).
 
@@ -351,6 +352,7 @@ def svd(x: Any, /, *, full_matrices: bool = True) -> SVDResult:
     return SVDResult(*SVD(bool(full_matrices)).apply((x,)))
 
 
+@ROWS.declare("linalg.svdvals")
 def svdvals(x: Any, /) -> Variable:
     """Singular values (descending); computed through :func:`svd` for the gradient.
 
@@ -364,13 +366,6 @@ def svdvals(x: Any, /) -> Variable:
     return svd(x, full_matrices=False).S
 
 
-DIFFERENTIABLE = {
-    "linalg.cholesky": cholesky,
-    "linalg.eigh": eigh,
-    "linalg.eigvalsh": eigvalsh,
-    "linalg.qr": qr,
-    "linalg.svd": svd,
-    "linalg.svdvals": svdvals,
-}
-NON_DIFFERENTIABLE: dict[str, Any] = {}
-UNSUPPORTED: dict[str, str] = {}
+# Derived from the rows (none is exported: the extension's are the namespace's only).
+if not TYPE_CHECKING:
+    __all__ = ROWS.exports(globals())

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import array_api_compat
 
@@ -22,6 +22,9 @@ from agnograd.functions._core import (
     shape_of,
 )
 from agnograd.functions._linalg import check_matrix, mh
+from agnograd.functions._rows import Rows
+
+ROWS = Rows(__name__)
 
 
 class SlogdetResult(NamedTuple):
@@ -51,6 +54,7 @@ class Inv(FunctionNode):
         return (-(yh @ gy @ yh),)
 
 
+@ROWS.declare("linalg.inv")
 def inv(x: Any, /) -> Variable:
     """Inverse of a (stack of) square matrices; the gradient is ``-Y^H gY Y^H``.
 
@@ -108,6 +112,7 @@ class Solve(FunctionNode):
         return tuple(result)
 
 
+@ROWS.declare("linalg.solve")
 def solve(x1: Any, x2: Any, /) -> Variable:
     """Solve ``x1 @ X = x2`` for ``X``; ``x2`` of shape ``(M,)`` is one right-hand side.
 
@@ -131,38 +136,6 @@ def solve(x1: Any, x2: Any, /) -> Variable:
             f"(M,) or (..., M, K) with M = {s1[-1]}"
         )
     return Solve(vector).apply((x1, x2))[0]
-
-
-class Det(FunctionNode):
-    _retain_in = (0,)
-    _retain_out = (0,)
-
-    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (self.xp.linalg.det(inputs[0]),)
-
-    def infer(self, inputs: tuple[Any, ...]) -> tuple[Spec, ...]:
-        return ((inputs[0].shape[:-2], inputs[0].dtype),)
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        (a,) = self.get_retained_inputs()
-        (d,) = self.get_retained_outputs()
-        (gd,) = grad_outputs
-        xp = namespace_of(gd)
-        # gd * adj(a)^H, where adj(a) = det(a) inv(a) for an invertible matrix.
-        near = _near_singular(raw(a))
-        scale = _matrix_scalar(xp, gd * conjugate(xp, d))
-        if near is None:
-            return (scale * mh(xp, xp.linalg.inv(a)),)
-        # Each path sees only its own matrices; the others are replaced by ones it
-        # handles with finite derivatives (the identity, diag(1, 2, ..., n)), so that
-        # the masked-out half of double backprop is zeros, not 0 * inf.
-        n = a.shape[-1]
-        near = _matrix_scalar(namespace_of(near), near)
-        eye = xp.eye(n, dtype=a.dtype, device=a.device)
-        steps = xp.asarray([float(k) for k in range(1, n + 1)], dtype=a.dtype, device=a.device)
-        by_inverse = scale * mh(xp, xp.linalg.inv(xp.where(near, eye, a)))
-        by_adjugate = _matrix_scalar(xp, gd) * _adjugate_h(xp, xp.where(near, a, eye * steps))
-        return (xp.where(near, by_adjugate, by_inverse),)
 
 
 def _matrix_scalar(xp: Any, v: Any) -> Any:
@@ -223,6 +196,39 @@ def _adjugate_h(xp: Any, a: Any) -> Any:
     return _matrix_scalar(xp, conjugate(xp, phase)) * ((u * others) @ vh)
 
 
+class Det(FunctionNode):
+    _retain_in = (0,)
+    _retain_out = (0,)
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (self.xp.linalg.det(inputs[0]),)
+
+    def infer(self, inputs: tuple[Any, ...]) -> tuple[Spec, ...]:
+        return ((inputs[0].shape[:-2], inputs[0].dtype),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (a,) = self.get_retained_inputs()
+        (d,) = self.get_retained_outputs()
+        (gd,) = grad_outputs
+        xp = namespace_of(gd)
+        # gd * adj(a)^H, where adj(a) = det(a) inv(a) for an invertible matrix.
+        near = _near_singular(raw(a))
+        scale = _matrix_scalar(xp, gd * conjugate(xp, d))
+        if near is None:
+            return (scale * mh(xp, xp.linalg.inv(a)),)
+        # Each path sees only its own matrices; the others are replaced by ones it
+        # handles with finite derivatives (the identity, diag(1, 2, ..., n)), so that
+        # the masked-out half of double backprop is zeros, not 0 * inf.
+        n = a.shape[-1]
+        near = _matrix_scalar(namespace_of(near), near)
+        eye = xp.eye(n, dtype=a.dtype, device=a.device)
+        steps = xp.asarray([float(k) for k in range(1, n + 1)], dtype=a.dtype, device=a.device)
+        by_inverse = scale * mh(xp, xp.linalg.inv(xp.where(near, eye, a)))
+        by_adjugate = _matrix_scalar(xp, gd) * _adjugate_h(xp, xp.where(near, a, eye * steps))
+        return (xp.where(near, by_adjugate, by_inverse),)
+
+
+@ROWS.declare("linalg.det")
 def det(x: Any, /) -> Variable:
     """Determinant of a (stack of) square matrices.
 
@@ -277,6 +283,7 @@ class Slogdet(FunctionNode):
         return (_matrix_scalar(xp, coef) * mh(xp, xp.linalg.inv(a)),)
 
 
+@ROWS.declare("linalg.slogdet")
 def slogdet(x: Any, /) -> SlogdetResult:
     """Sign and natural log of the absolute value of the determinant.
 
@@ -329,6 +336,7 @@ class Pinv(FunctionNode):
         return (-(ph @ gp @ ph) + (z - a @ (p @ z)) + (w - (w @ p) @ a),)
 
 
+@ROWS.declare("linalg.pinv")
 def pinv(x: Any, /, *, rtol: Any = None) -> Variable:
     """Moore-Penrose pseudo-inverse; singular values below ``rtol * max(S)`` are cut.
 
@@ -346,12 +354,6 @@ def pinv(x: Any, /, *, rtol: Any = None) -> Variable:
     return Pinv(raw(rtol)).apply((x,))[0]
 
 
-DIFFERENTIABLE = {
-    "linalg.det": det,
-    "linalg.inv": inv,
-    "linalg.pinv": pinv,
-    "linalg.slogdet": slogdet,
-    "linalg.solve": solve,
-}
-NON_DIFFERENTIABLE: dict[str, Any] = {}
-UNSUPPORTED: dict[str, str] = {}
+# Derived from the rows (none is exported: the extension's are the namespace's only).
+if not TYPE_CHECKING:
+    __all__ = ROWS.exports(globals())

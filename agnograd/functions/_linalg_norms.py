@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import array_api_compat
 
@@ -26,6 +26,9 @@ from agnograd.functions._linalg import check_matrix, matmul, raw_xp_device, raw_
 from agnograd.functions._linalg_decompositions import svdvals
 from agnograd.functions._linalg_inverse import inv
 from agnograd.functions._manipulation import reshape
+from agnograd.functions._rows import Rows
+
+ROWS = Rows(__name__)
 
 
 def _table(name: str) -> Any:
@@ -96,6 +99,7 @@ class VectorNorm(FunctionNode):
         return (gy * unit * (ax_safe / y_safe) ** (p - 1),)
 
 
+@ROWS.declare("linalg.vector_norm")
 def vector_norm(
     x: Any,
     /,
@@ -135,6 +139,7 @@ def vector_norm(
     return VectorNorm(axes, bool(keepdims), ord).apply((x,))[0]
 
 
+@ROWS.declare("linalg.matrix_norm")
 def matrix_norm(
     x: Any,
     /,
@@ -182,6 +187,7 @@ def matrix_norm(
 # -- products, powers, diagonals ---------------------------------------------------------
 
 
+@ROWS.declare("linalg.matrix_power")
 def matrix_power(x: Any, n: int, /) -> Variable:
     """``x`` multiplied by itself ``n`` times (``n < 0``: powers of the inverse).
 
@@ -224,6 +230,10 @@ def matrix_power(x: Any, n: int, /) -> Variable:
     return result
 
 
+def _diagonal_length(m: int, n: int, offset: int) -> int:
+    return max(0, min(m, n - offset) if offset >= 0 else min(m + offset, n))
+
+
 class Diagonal(FunctionNode):
     def __init__(self, offset: int) -> None:
         self.offset = offset
@@ -262,10 +272,7 @@ class Diagonal(FunctionNode):
         return (xp.expand_dims(column, axis=-1) * mask,)
 
 
-def _diagonal_length(m: int, n: int, offset: int) -> int:
-    return max(0, min(m, n - offset) if offset >= 0 else min(m + offset, n))
-
-
+@ROWS.declare("linalg.diagonal")
 def diagonal(x: Any, /, *, offset: int = 0) -> Variable:
     """The diagonal ``x[..., i, i + offset]`` of each matrix.
 
@@ -285,6 +292,7 @@ def diagonal(x: Any, /, *, offset: int = 0) -> Variable:
     return Diagonal(int(offset)).apply((x,))[0]
 
 
+@ROWS.declare("linalg.trace")
 def trace(x: Any, /, *, offset: int = 0, dtype: Any = None) -> Variable:
     """Sum of the diagonal ``x[..., i, i + offset]`` of each matrix.
 
@@ -303,6 +311,7 @@ def trace(x: Any, /, *, offset: int = 0, dtype: Any = None) -> Variable:
     return _table("sum")(diagonal(x, offset=offset), axis=-1, dtype=dtype)
 
 
+@ROWS.declare("linalg.outer")
 def outer(x1: Any, x2: Any, /) -> Variable:
     """Outer product ``x1[:, None] * x2[None, :]`` of two vectors (no conjugation).
 
@@ -347,6 +356,7 @@ class Cross(FunctionNode):
         )
 
 
+@ROWS.declare("linalg.cross")
 def cross(x1: Any, x2: Any, /, *, axis: int = -1) -> Variable:
     """Cross product of 3-vectors along ``axis`` (of the broadcast shape).
 
@@ -386,6 +396,7 @@ class MatrixRank(FunctionNode):
         return ((x.shape[:-2], x.xp.__array_namespace_info__().default_dtypes()["indexing"]),)
 
 
+@ROWS.declare("linalg.matrix_rank", differentiable=False)
 def matrix_rank(x: Any, /, *, rtol: Any = None) -> Variable:
     """Number of singular values above ``rtol * max(S)``; an integer, no gradient.
 
@@ -400,14 +411,6 @@ def matrix_rank(x: Any, /, *, rtol: Any = None) -> Variable:
     return MatrixRank(raw(rtol)).apply((x,))[0]
 
 
-DIFFERENTIABLE = {
-    "linalg.cross": cross,
-    "linalg.diagonal": diagonal,
-    "linalg.matrix_norm": matrix_norm,
-    "linalg.matrix_power": matrix_power,
-    "linalg.outer": outer,
-    "linalg.trace": trace,
-    "linalg.vector_norm": vector_norm,
-}
-NON_DIFFERENTIABLE: dict[str, Any] = {"linalg.matrix_rank": matrix_rank}
-UNSUPPORTED: dict[str, str] = {}
+# Derived from the rows (none is exported: the extension's are the namespace's only).
+if not TYPE_CHECKING:
+    __all__ = ROWS.exports(globals())

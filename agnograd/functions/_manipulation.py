@@ -1,18 +1,23 @@
-"""Manipulation functions of the array API standard and their rules."""
+"""Manipulation functions of the array API standard and their rules, each node class
+beside the function that applies it; also ``astype`` (a data type function),
+``matrix_transpose`` (of the linear algebra chapter) and Chainer's ``transpose``."""
 
 from __future__ import annotations
 
 import builtins
 import operator
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agnograd._backend import raw_namespace
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
 from agnograd.functions._core import apply_nondifferentiable, shape_of
+from agnograd.functions._rows import Rows
 from agnograd.functions._statistical import input_shape, normalize_axes
+
+ROWS = Rows(__name__)
 
 
 class BroadcastTo(FunctionNode):
@@ -27,6 +32,20 @@ class BroadcastTo(FunctionNode):
         return grad_outputs
 
 
+@ROWS.declare("broadcast_to")
+def broadcast_to(x: Any, /, shape: tuple[int, ...]) -> Variable:
+    """Broadcast ``x`` to ``shape``; the gradient is summed back.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd.functions as F
+    >>> F.broadcast_to(np.array([1.0, 2.0]), (2, 2))
+    variable([[1., 2.],
+              [1., 2.]])
+    """
+    return BroadcastTo(tuple(shape)).apply((x,))[0]
+
+
 class Reshape(FunctionNode):
     def __init__(self, shape: tuple[int, ...]) -> None:
         self.shape = shape
@@ -37,6 +56,20 @@ class Reshape(FunctionNode):
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
         return (namespace_of(gy).reshape(gy, input_shape(self)),)
+
+
+@ROWS.declare("reshape")
+def reshape(x: Any, /, shape: tuple[int, ...], *, copy: bool | None = None) -> Variable:
+    """Give ``x`` a new shape with the same elements (``-1`` infers one dimension).
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd.functions as F
+    >>> F.reshape(np.arange(4.0), (2, 2))
+    variable([[0., 1.],
+              [2., 3.]])
+    """
+    return Reshape(tuple(shape)).apply((x,))[0]
 
 
 class PermuteDims(FunctionNode):
@@ -52,179 +85,7 @@ class PermuteDims(FunctionNode):
         return (namespace_of(gy).permute_dims(gy, inverse),)
 
 
-class Concat(FunctionNode):
-    def __init__(self, axis: int) -> None:
-        self.axis = axis
-
-    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (self.xp.concat(inputs, axis=self.axis),)
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        (gy,) = grad_outputs
-        axis = self.axis % len(input_shape(self))
-        bounds = [0]
-        for i in range(len(self.inputs or ())):
-            bounds.append(bounds[-1] + input_shape(self, i)[axis])
-        lead = (slice(None),) * axis
-        return tuple([gy[(*lead, slice(bounds[i], bounds[i + 1]), ...)] for i in indexes])
-
-
-class Stack(FunctionNode):
-    def __init__(self, axis: int) -> None:
-        self.axis = axis
-
-    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (self.xp.stack(inputs, axis=self.axis),)
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        (gy,) = grad_outputs
-        lead = (slice(None),) * (self.axis % len(gy.shape))
-        return tuple([gy[(*lead, i, ...)] for i in indexes])
-
-
-class Flip(FunctionNode):
-    def __init__(self, axis: int | tuple[int, ...] | None) -> None:
-        self.axis = axis
-
-    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (self.xp.flip(inputs[0], axis=self.axis),)
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        (gy,) = grad_outputs
-        return (namespace_of(gy).flip(gy, axis=self.axis),)
-
-
-class Roll(FunctionNode):
-    def __init__(self, shift: int | tuple[int, ...], axis: int | tuple[int, ...] | None) -> None:
-        self.shift = shift
-        self.axis = axis
-
-    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (self.xp.roll(inputs[0], shift=self.shift, axis=self.axis),)
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        (gy,) = grad_outputs
-        back = -self.shift if isinstance(self.shift, int) else tuple(-s for s in self.shift)
-        return (namespace_of(gy).roll(gy, shift=back, axis=self.axis),)
-
-
-class Repeat(FunctionNode):
-    """``repeat`` with the same integer count for every element: the gradient of an
-    element is the sum of its ``repeats`` copies."""
-
-    def __init__(self, repeats: int, axis: int) -> None:
-        self.repeats = repeats
-        self.axis = axis
-
-    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (self.xp.repeat(inputs[0], self.repeats, axis=self.axis),)
-
-    def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:
-        (x,) = inputs
-        shape = list(x.shape)
-        shape[self.axis] *= self.repeats
-        return ((tuple(shape), x.dtype),)
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        (gy,) = grad_outputs
-        xp = namespace_of(gy)
-        shape = input_shape(self)
-        axis = self.axis
-        split = (*shape[:axis], shape[axis], self.repeats, *shape[axis + 1 :])
-        return (xp.sum(xp.reshape(gy, split), axis=axis + 1),)
-
-
-class Tile(FunctionNode):
-    def __init__(self, repetitions: tuple[int, ...]) -> None:
-        self.repetitions = repetitions
-
-    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (self.xp.tile(inputs[0], self.repetitions),)
-
-    def _padded(self, shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """Shape and repetitions, both padded with leading ones to the same length."""
-        reps = self.repetitions
-        n = len(shape) if len(shape) > len(reps) else len(reps)
-        return (1,) * (n - len(shape)) + tuple(shape), (1,) * (n - len(reps)) + reps
-
-    def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:
-        (x,) = inputs
-        shape, reps = self._padded(tuple(x.shape))
-        return ((tuple(s * r for s, r in zip(shape, reps, strict=True)), x.dtype),)
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        (gy,) = grad_outputs
-        xp = namespace_of(gy)
-        shape = input_shape(self)
-        padded, reps = self._padded(shape)
-        # The output is laid out as (r0, s0, r1, s1, ...): sum over the copies.
-        split = tuple(n for pair in zip(reps, padded, strict=True) for n in pair)
-        summed = xp.sum(xp.reshape(gy, split), axis=tuple(range(0, len(split), 2)))
-        return (xp.reshape(summed, shape),)
-
-
-class Unstack(FunctionNode):
-    def __init__(self, axis: int) -> None:
-        self.axis = axis
-
-    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        (x,) = inputs
-        lead = (slice(None),) * self.axis
-        return tuple(x[(*lead, i, ...)] for i in range(x.shape[self.axis]))
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        present = next(g for g in grad_outputs if g is not None)
-        xp = namespace_of(present)
-        # Outputs that received no gradient contribute zeros.
-        zeros = None
-        parts = []
-        for g in grad_outputs:
-            if g is None:
-                if zeros is None:
-                    zeros = xp.zeros_like(present)
-                g = zeros
-            parts.append(g)
-        return (xp.stack(parts, axis=self.axis),)
-
-
-class AsType(FunctionNode):
-    def __init__(self, dtype: Any) -> None:
-        self.dtype = dtype
-
-    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (self.xp.astype(inputs[0], self.dtype),)
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        # The engine casts a gradient back to its input's dtype.
-        return grad_outputs
-
-
-def broadcast_to(x: Any, /, shape: tuple[int, ...]) -> Variable:
-    """Broadcast ``x`` to ``shape``; the gradient is summed back.
-
-    Examples
-    --------
-    >>> import numpy as np, agnograd.functions as F
-    >>> F.broadcast_to(np.array([1.0, 2.0]), (2, 2))
-    variable([[1., 2.],
-              [1., 2.]])
-    """
-    return BroadcastTo(tuple(shape)).apply((x,))[0]
-
-
-def reshape(x: Any, /, shape: tuple[int, ...], *, copy: bool | None = None) -> Variable:
-    """Give ``x`` a new shape with the same elements (``-1`` infers one dimension).
-
-    Examples
-    --------
-    >>> import numpy as np, agnograd.functions as F
-    >>> F.reshape(np.arange(4.0), (2, 2))
-    variable([[0., 1.],
-              [2., 3.]])
-    """
-    return Reshape(tuple(shape)).apply((x,))[0]
-
-
+@ROWS.declare("permute_dims")
 def permute_dims(x: Any, /, axes: tuple[int, ...]) -> Variable:
     """Permute the axes of ``x``.
 
@@ -242,6 +103,7 @@ def permute_dims(x: Any, /, axes: tuple[int, ...]) -> Variable:
     return PermuteDims(tuple(a % ndim for a in axes)).apply((x,))[0]
 
 
+@ROWS.declare("transpose", standard=False)  # Chainer's
 def transpose(x: Any, axes: Sequence[int] | None = None) -> Variable:
     """Permute the axes of ``x``; reverse them when ``axes`` is ``None`` (Chainer's API).
 
@@ -256,6 +118,7 @@ def transpose(x: Any, axes: Sequence[int] | None = None) -> Variable:
     return permute_dims(x, tuple(axes))
 
 
+@ROWS.declare("matrix_transpose", "linalg.matrix_transpose")  # linear algebra's
 def matrix_transpose(x: Any, /) -> Variable:
     """Swap the last two axes.
 
@@ -271,6 +134,7 @@ def matrix_transpose(x: Any, /) -> Variable:
     return PermuteDims((*range(ndim - 2), ndim - 1, ndim - 2)).apply((x,))[0]
 
 
+@ROWS.declare("expand_dims")
 def expand_dims(x: Any, /, axis: int | tuple[int, ...] = 0) -> Variable:
     """Insert an axis of length one at ``axis`` (or at each of a tuple of axes).
 
@@ -307,6 +171,7 @@ def expand_dims(x: Any, /, axis: int | tuple[int, ...] = 0) -> Variable:
     return reshape(x, tuple(shape))
 
 
+@ROWS.declare("squeeze")
 def squeeze(x: Any, /, axis: int | tuple[int, ...]) -> Variable:
     """Remove axes of length one.
 
@@ -324,6 +189,24 @@ def squeeze(x: Any, /, axis: int | tuple[int, ...]) -> Variable:
     return reshape(x, tuple(s for i, s in enumerate(shape) if i not in axes))
 
 
+class Concat(FunctionNode):
+    def __init__(self, axis: int) -> None:
+        self.axis = axis
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (self.xp.concat(inputs, axis=self.axis),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (gy,) = grad_outputs
+        axis = self.axis % len(input_shape(self))
+        bounds = [0]
+        for i in range(len(self.inputs or ())):
+            bounds.append(bounds[-1] + input_shape(self, i)[axis])
+        lead = (slice(None),) * axis
+        return tuple([gy[(*lead, slice(bounds[i], bounds[i + 1]), ...)] for i in indexes])
+
+
+@ROWS.declare("concat")
 def concat(arrays: Sequence[Any], /, *, axis: int | None = 0) -> Variable:
     """Join arrays along an existing axis (flattened first when ``axis`` is ``None``).
 
@@ -339,6 +222,20 @@ def concat(arrays: Sequence[Any], /, *, axis: int | None = 0) -> Variable:
     return Concat(axis).apply(tuple(arrays))[0]
 
 
+class Stack(FunctionNode):
+    def __init__(self, axis: int) -> None:
+        self.axis = axis
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (self.xp.stack(inputs, axis=self.axis),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (gy,) = grad_outputs
+        lead = (slice(None),) * (self.axis % len(gy.shape))
+        return tuple([gy[(*lead, i, ...)] for i in indexes])
+
+
+@ROWS.declare("stack")
 def stack(arrays: Sequence[Any], /, *, axis: int = 0) -> Variable:
     """Join arrays along a new axis.
 
@@ -351,8 +248,10 @@ def stack(arrays: Sequence[Any], /, *, axis: int = 0) -> Variable:
     return Stack(axis).apply(tuple(arrays))[0]
 
 
-def broadcast_arrays(*arrays: Any) -> list[Variable]:
-    """Broadcast the arrays against each other; each gradient is summed back.
+@ROWS.declare("broadcast_arrays")
+def broadcast_arrays(*arrays: Any) -> tuple[Variable, ...]:
+    """Broadcast the arrays against each other; each gradient is summed back. A tuple,
+    as 2025.12 specifies (a list before).
 
     Examples
     --------
@@ -363,9 +262,11 @@ def broadcast_arrays(*arrays: Any) -> list[Variable]:
     ((2, 3), (2, 3))
     """
     shape = broadcast_shapes(*(shape_of(a) for a in arrays))
-    return [broadcast_to(a, shape) for a in arrays]
+    return tuple([broadcast_to(a, shape) for a in arrays])
 
 
+# A pure function of shapes: no arrays, nothing to differentiate.
+@ROWS.declare("broadcast_shapes", differentiable=False)
 def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     """The shape that arrays of ``shapes`` broadcast to (no arrays involved).
 
@@ -388,6 +289,19 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(result)
 
 
+class Flip(FunctionNode):
+    def __init__(self, axis: int | tuple[int, ...] | None) -> None:
+        self.axis = axis
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (self.xp.flip(inputs[0], axis=self.axis),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (gy,) = grad_outputs
+        return (namespace_of(gy).flip(gy, axis=self.axis),)
+
+
+@ROWS.declare("flip")
 def flip(x: Any, /, *, axis: int | tuple[int, ...] | None = None) -> Variable:
     """Reverse the order of elements along ``axis`` (all axes by default).
 
@@ -404,6 +318,7 @@ def flip(x: Any, /, *, axis: int | tuple[int, ...] | None = None) -> Variable:
     return Flip(axis).apply((x,))[0]
 
 
+@ROWS.declare("moveaxis")
 def moveaxis(
     x: Any, source: int | tuple[int, ...], destination: int | tuple[int, ...], /
 ) -> Variable:
@@ -440,6 +355,33 @@ def _one_axis(axis: int, ndim: int, op: str, name: str) -> int:
     return axis % ndim
 
 
+class Repeat(FunctionNode):
+    """``repeat`` with the same integer count for every element: the gradient of an
+    element is the sum of its ``repeats`` copies."""
+
+    def __init__(self, repeats: int, axis: int) -> None:
+        self.repeats = repeats
+        self.axis = axis
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (self.xp.repeat(inputs[0], self.repeats, axis=self.axis),)
+
+    def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:
+        (x,) = inputs
+        shape = list(x.shape)
+        shape[self.axis] *= self.repeats
+        return ((tuple(shape), x.dtype),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (gy,) = grad_outputs
+        xp = namespace_of(gy)
+        shape = input_shape(self)
+        axis = self.axis
+        split = (*shape[:axis], shape[axis], self.repeats, *shape[axis + 1 :])
+        return (xp.sum(xp.reshape(gy, split), axis=axis + 1),)
+
+
+@ROWS.declare("repeat")
 def repeat(x: Any, repeats: Any, /, *, axis: int | None = None) -> Variable:
     """Repeat each element ``repeats`` times along ``axis`` (of the flattened ``x`` by
     default); ``repeats`` is an int or an integer array with one count per element.
@@ -478,6 +420,21 @@ def repeat(x: Any, repeats: Any, /, *, axis: int | None = None) -> Variable:
     return gather(fn, x, repeats, "Repeat")
 
 
+class Roll(FunctionNode):
+    def __init__(self, shift: int | tuple[int, ...], axis: int | tuple[int, ...] | None) -> None:
+        self.shift = shift
+        self.axis = axis
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (self.xp.roll(inputs[0], shift=self.shift, axis=self.axis),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (gy,) = grad_outputs
+        back = -self.shift if isinstance(self.shift, int) else tuple(-s for s in self.shift)
+        return (namespace_of(gy).roll(gy, shift=back, axis=self.axis),)
+
+
+@ROWS.declare("roll")
 def roll(
     x: Any,
     /,
@@ -501,6 +458,36 @@ def roll(
     return Roll(shift, axis).apply((x,))[0]
 
 
+class Tile(FunctionNode):
+    def __init__(self, repetitions: tuple[int, ...]) -> None:
+        self.repetitions = repetitions
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (self.xp.tile(inputs[0], self.repetitions),)
+
+    def _padded(self, shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Shape and repetitions, both padded with leading ones to the same length."""
+        reps = self.repetitions
+        n = len(shape) if len(shape) > len(reps) else len(reps)
+        return (1,) * (n - len(shape)) + tuple(shape), (1,) * (n - len(reps)) + reps
+
+    def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:
+        (x,) = inputs
+        shape, reps = self._padded(tuple(x.shape))
+        return ((tuple(s * r for s, r in zip(shape, reps, strict=True)), x.dtype),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (gy,) = grad_outputs
+        xp = namespace_of(gy)
+        shape = input_shape(self)
+        padded, reps = self._padded(shape)
+        # The output is laid out as (r0, s0, r1, s1, ...): sum over the copies.
+        split = tuple(n for pair in zip(reps, padded, strict=True) for n in pair)
+        summed = xp.sum(xp.reshape(gy, split), axis=tuple(range(0, len(split), 2)))
+        return (xp.reshape(summed, shape),)
+
+
+@ROWS.declare("tile")
 def tile(x: Any, repetitions: tuple[int, ...], /) -> Variable:
     """Repeat the whole array ``repetitions[i]`` times along each axis ``i``.
 
@@ -522,6 +509,31 @@ def tile(x: Any, repetitions: tuple[int, ...], /) -> Variable:
     return Tile(reps).apply((x,))[0]
 
 
+class Unstack(FunctionNode):
+    def __init__(self, axis: int) -> None:
+        self.axis = axis
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (x,) = inputs
+        lead = (slice(None),) * self.axis
+        return tuple(x[(*lead, i, ...)] for i in range(x.shape[self.axis]))
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        present = next(g for g in grad_outputs if g is not None)
+        xp = namespace_of(present)
+        # Outputs that received no gradient contribute zeros.
+        zeros = None
+        parts = []
+        for g in grad_outputs:
+            if g is None:
+                if zeros is None:
+                    zeros = xp.zeros_like(present)
+                g = zeros
+            parts.append(g)
+        return (xp.stack(parts, axis=self.axis),)
+
+
+@ROWS.declare("unstack")
 def unstack(x: Any, /, *, axis: int = 0) -> tuple[Variable, ...]:
     """Split ``x`` along ``axis`` into a tuple of arrays (the inverse of :func:`stack`).
 
@@ -536,6 +548,19 @@ def unstack(x: Any, /, *, axis: int = 0) -> tuple[Variable, ...]:
     return Unstack(_one_axis(axis, ndim, "unstack", "the")).apply((x,))
 
 
+class AsType(FunctionNode):
+    def __init__(self, dtype: Any) -> None:
+        self.dtype = dtype
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (self.xp.astype(inputs[0], self.dtype),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        # The engine casts a gradient back to its input's dtype.
+        return grad_outputs
+
+
+@ROWS.declare("astype")  # of the data type functions
 def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Variable:
     """Cast to ``dtype``; the gradient is cast back to the input's dtype.
 
@@ -560,24 +585,7 @@ def _astype(xp: Any, x: Any, *, dtype: Any) -> Any:
     return xp.astype(x, dtype)
 
 
-DIFFERENTIABLE = {
-    "broadcast_arrays": broadcast_arrays,
-    "broadcast_to": broadcast_to,
-    "concat": concat,
-    "expand_dims": expand_dims,
-    "flip": flip,
-    "moveaxis": moveaxis,
-    "permute_dims": permute_dims,
-    "repeat": repeat,
-    "reshape": reshape,
-    "roll": roll,
-    "squeeze": squeeze,
-    "stack": stack,
-    "tile": tile,
-    "unstack": unstack,
-    # data type functions
-    "astype": astype,
-}
-# A pure function of shapes: no arrays, nothing to differentiate.
-NON_DIFFERENTIABLE: dict[str, object] = {"broadcast_shapes": broadcast_shapes}
-UNSUPPORTED: dict[str, str] = {}
+# Derived from the rows. Type checkers cannot evaluate it and take the module's public
+# names instead.
+if not TYPE_CHECKING:
+    __all__ = ROWS.exports(globals())

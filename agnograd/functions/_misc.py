@@ -1,11 +1,15 @@
-"""``identity``: outputs that share the inputs' arrays, with a graph link."""
+"""``identity``: outputs that share the inputs' arrays, with a graph link (an extra of
+``agnograd.functions``, declared as a row: see ``_rows.py``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agnograd._function import FunctionNode
 from agnograd._variable import Variable
+from agnograd.functions._rows import Rows
+
+ROWS = Rows(__name__)
 
 
 class Identity(FunctionNode):
@@ -16,6 +20,7 @@ class Identity(FunctionNode):
         return tuple([grad_outputs[i] for i in indexes])
 
 
+@ROWS.declare("identity", standard=False)
 def identity(*inputs: Any) -> Variable | tuple[Variable, ...]:
     """Return new Variables holding the same arrays, linked to the inputs in the graph.
 
@@ -40,3 +45,9 @@ class AsArrayCopy(FunctionNode):
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return grad_outputs
+
+
+# Derived from the rows. Type checkers cannot evaluate it and take the module's public
+# names instead.
+if not TYPE_CHECKING:
+    __all__ = ROWS.exports(globals())

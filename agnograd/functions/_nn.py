@@ -1,8 +1,9 @@
-"""Neural-network functions (Chainer's ``F.*``): activations and losses."""
+"""Neural-network functions (Chainer's ``F.*``): activations and losses, extras of
+``agnograd.functions`` (not in the namespace), declared as rows (see ``_rows.py``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import array_api_compat
 
@@ -10,6 +11,9 @@ from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
 from agnograd.functions._core import raw, shape_of
+from agnograd.functions._rows import Rows
+
+ROWS = Rows(__name__)
 
 
 def _softmax(xp: Any, x: Any, axis: int) -> Any:
@@ -37,6 +41,19 @@ class Softmax(FunctionNode):
         return (gyy - y * namespace_of(gy).sum(gyy, axis=self.axis, keepdims=True),)
 
 
+@ROWS.declare("softmax", standard=False)
+def softmax(x: Any, axis: int = 1) -> Variable:
+    """Softmax along ``axis`` (Chainer's default: 1, the channel axis).
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd.functions as F
+    >>> F.softmax(np.array([[0.0, 0.0]]))
+    variable([[0.5, 0.5]])
+    """
+    return Softmax(axis).apply((x,))[0]
+
+
 def _log_softmax(xp: Any, x: Any, axis: int) -> Any:
     data = raw(x)
     shifted = x - namespace_of(data).max(data, axis=axis, keepdims=True)
@@ -59,18 +76,7 @@ class LogSoftmax(FunctionNode):
         return (gy - xp.exp(y) * xp.sum(gy, axis=self.axis, keepdims=True),)
 
 
-def softmax(x: Any, axis: int = 1) -> Variable:
-    """Softmax along ``axis`` (Chainer's default: 1, the channel axis).
-
-    Examples
-    --------
-    >>> import numpy as np, agnograd.functions as F
-    >>> F.softmax(np.array([[0.0, 0.0]]))
-    variable([[0.5, 0.5]])
-    """
-    return Softmax(axis).apply((x,))[0]
-
-
+@ROWS.declare("log_softmax", standard=False)
 def log_softmax(x: Any, axis: int = 1) -> Variable:
     """Logarithm of the softmax along ``axis``, computed stably.
 
@@ -129,6 +135,7 @@ class SoftmaxCrossEntropy(FunctionNode):
         return tuple(gx if i == 0 else None for i in indexes)
 
 
+@ROWS.declare("softmax_cross_entropy", standard=False)
 def softmax_cross_entropy(
     x: Any, t: Any, *, ignore_label: int = -1, reduce: str = "mean"
 ) -> Variable:
@@ -157,6 +164,7 @@ def softmax_cross_entropy(
     return SoftmaxCrossEntropy(ignore_label, reduce).apply((x, t))[0]
 
 
+@ROWS.declare("mean_squared_error", standard=False)
 def mean_squared_error(x0: Any, x1: Any) -> Variable:
     """Mean of the squared differences of ``x0`` and ``x1``.
 
@@ -174,3 +182,9 @@ def mean_squared_error(x0: Any, x1: Any) -> Variable:
 
 def _as_variable(x: Any) -> Variable:
     return x if isinstance(x, Variable) else Variable._new(x, False)
+
+
+# Derived from the rows. Type checkers cannot evaluate it and take the module's public
+# names instead.
+if not TYPE_CHECKING:
+    __all__ = ROWS.exports(globals())

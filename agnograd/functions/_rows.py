@@ -1,16 +1,22 @@
-"""Elementwise functions declared as the rows of a table, one statement each.
+"""The functions of agnograd.functions declared as the rows of a table, one statement
+each, next to the function.
 
-A row gives the function's name, what its rule reads, the rule, the domain where
-the testing kit draws its inputs, and its docstring: a summary and a doctest example
-written out with its output. Everything else is derived from the rows: the node
-class (reported as the declaring module's), the public function, the chapter's
-``DIFFERENTIABLE`` and ``NON_DIFFERENTIABLE`` tables, the module's ``__all__`` (and
-so ``agnograd.functions``'), and the input domains of :mod:`agnograd.testing`.
+An elementwise row gives the function's name, what its rule reads, the rule, the
+domain where the testing kit draws its inputs, and its docstring: a summary and a
+doctest example written out with its output; the row makes the node class (reported
+as the declaring module's) and the public function. A function written out is
+declared by a decorator (:meth:`Rows.declare`), one forwarded to the backend without
+a gradient by :meth:`Rows.nondifferentiable`, one the namespace makes per backend by
+:meth:`Rows.bound`, and a name the namespace refuses by :meth:`Rows.unsupported`.
+Everything else is derived from the rows: the namespace's ``DIFFERENTIABLE``,
+``NON_DIFFERENTIABLE`` and ``UNSUPPORTED`` tables (:mod:`agnograd.functions._table`),
+each module's ``__all__`` (and so ``agnograd.functions``'), and the input domains of
+:mod:`agnograd.testing`.
 
 Examples
 --------
 >>> import numpy as np
->>> from agnograd.functions._rows import Rows
+>>> from agnograd.functions._rows import Rows, unsupported_table
 >>> ROWS = Rows("example")
 >>> cube = ROWS.unary("cube", "x", lambda xp, x, y, g: 3 * g * x * x, (-2.0, 2.0),
 ...     "Elementwise cube.", {"F.cube(np.array([2.0]))": "variable([8.])"},
@@ -19,16 +25,23 @@ Examples
 (variable([8.]), <class 'example.Cube'>, (Interval(low=-2.0, high=2.0, both_signs=False),))
 >>> cube.__doc__.splitlines()[-3:]
 ['>>> import numpy as np, agnograd.functions as F', '>>> F.cube(np.array([2.0]))', 'variable([8.])']
+>>> @ROWS.declare("twice", standard=False)  # an extra, written out
+... def twice(x):
+...     return x + x
+>>> ROWS.unsupported("thrice", "no rule yet")
+>>> ROWS.exports({"cube": cube, "twice": twice}), unsupported_table(ROWS.rows)
+(['cube', 'twice'], {'thrice': 'no rule yet'})
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from agnograd._variable import Variable
-from agnograd.functions._core import BinaryRule, Rule, binary, nondifferentiable, unary
+from agnograd.functions._core import BinaryRule, Bound, Rule, binary, nondifferentiable, unary
 
 Fn = TypeVar("Fn", bound=Callable[..., Any])
 
@@ -54,13 +67,19 @@ Example = Mapping[str, str]
 
 
 class Row(NamedTuple):
-    """One declared function."""
+    """One declared function (or a name of the standard the namespace refuses)."""
 
-    name: str  #: the standard's name (``abs``), or an extra's (``softplus``)
-    function: Callable[..., Any]
+    name: str  #: the standard's name (``abs``, ``linalg.inv``), or an extra's (``softplus``)
+    #: the function; a :class:`~agnograd.functions._core.Bound` where the namespace
+    #: makes it per backend (``zeros``); None for an unsupported name
+    function: Any
     differentiable: bool
     domain: Domain
     standard: bool  #: False for an extra: in agnograd.functions, not in the namespace
+    #: whether agnograd.functions exports the function: those with a gradient outside
+    #: the extensions (``linalg.``, ``fft.``), the extras, and the elementwise ones
+    exported: bool = True
+    reason: str = ""  #: why the namespace refuses an unsupported name
 
 
 class Rows:
@@ -123,31 +142,70 @@ class Rows:
         return self._add(name, fn, False, None)
 
     def declare(
-        self, name: str, *, domain: Span | tuple[Span, Span] | None = None, arity: int = 2
+        self,
+        name: str,
+        *aliases: str,
+        domain: Span | tuple[Span, Span] | None = None,
+        arity: int = 2,
+        differentiable: bool = True,
+        standard: bool = True,
     ) -> Callable[[Fn], Fn]:
-        """Decorator: a function written out, with its own node classes (``add``)."""
+        """Decorator: a function written out, with its own node classes (``add``,
+        ``flip``), the standard's ``name`` and any ``aliases`` it also goes by
+        (``"linalg.matmul"``); ``standard=False`` for an extra of agnograd.functions
+        (``transpose``). Without a gradient (``differentiable=False``), it is the
+        namespace's only (``nonzero``), as are the functions of the extensions."""
 
         def decorate(fn: Fn) -> Fn:
-            self._add(name, fn, True, _domain(domain, arity))
+            for each in (name, *aliases):
+                exported = differentiable and "." not in each
+                self._add(each, fn, differentiable, _domain(domain, arity), standard, exported)
             return fn
 
         return decorate
 
+    def nondifferentiable(self, name: str, doc: str | None = None) -> Callable[..., Variable]:
+        """``name`` of the standard forwarded to the backend as a node whose result
+        requires no gradient (``argmax``); the namespace's only."""
+        doc = f"``{name}`` of the backend; the result has no gradient." if doc is None else doc
+        fn = nondifferentiable(name, doc, module=self.module)
+        return self._add(name, fn, False, None, exported=False)
+
+    def bound(self, name: str, factory: Callable[[Any], Any]) -> Bound:
+        """``name`` of the standard made per backend, ``factory(raw_namespace)``: a
+        function with no array argument to tell the backend (``zeros``); its result
+        requires no gradient. The namespace's only."""
+        return self._add(name, Bound(factory), False, None, exported=False)
+
+    def unsupported(self, name: str, reason: str) -> None:
+        """``name`` of the standard, which the namespace refuses, saying ``reason``."""
+        self._add(name, None, False, None, exported=False, reason=reason)
+
     def _add(
-        self, name: str, fn: Any, differentiable: bool, domain: Domain, standard: bool = True
+        self,
+        name: str,
+        fn: Any,
+        differentiable: bool,
+        domain: Domain,
+        standard: bool = True,
+        exported: bool = True,
+        reason: str = "",
     ) -> Any:
         if name in self.rows:
             raise ValueError(f"{self.module}: {name!r} is declared twice")
-        self.rows[name] = Row(name, fn, differentiable, domain, standard)
+        self.rows[name] = Row(name, fn, differentiable, domain, standard, exported, reason)
         return fn
 
     def exports(self, namespace: Mapping[str, Any]) -> list[str]:
-        """The names ``namespace`` (the module's globals) binds the functions of the
-        rows to: the module's ``__all__``. Each must be bound to one public name."""
-        declared = {id(row.function): row.name for row in self.rows.values()}
-        names = [k for k, v in namespace.items() if id(v) in declared and not k.startswith("_")]
-        bound = [declared[id(namespace[k])] for k in names]
-        wrong = sorted(n for n in self.rows if bound.count(n) != 1)
+        """The names ``namespace`` (the module's globals) binds the exported functions
+        of the rows to: the module's ``__all__``. Each must be bound to one public name
+        (the others may be bound or not: ``argsort`` is, for ``sort``)."""
+        exported = {id(row.function) for row in self.rows.values() if row.exported}
+        names = [k for k, v in namespace.items() if id(v) in exported and not k.startswith("_")]
+        bound = Counter(id(namespace[k]) for k in names)
+        wrong = sorted(
+            row.name for row in self.rows.values() if row.exported and bound[id(row.function)] != 1
+        )
         if wrong:
             raise RuntimeError(f"{self.module}: bind each of {wrong} to one public name")
         return names
@@ -167,11 +225,16 @@ def chapter(*tables: Rows) -> dict[str, Row]:
 def namespace_tables(rows: Mapping[str, Row]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The ``DIFFERENTIABLE`` and ``NON_DIFFERENTIABLE`` tables of a chapter: its
     functions of the standard, by name."""
-    standard = [row for row in rows.values() if row.standard]
+    standard = [row for row in rows.values() if row.standard and row.function is not None]
     return (
         {row.name: row.function for row in standard if row.differentiable},
         {row.name: row.function for row in standard if not row.differentiable},
     )
+
+
+def unsupported_table(rows: Mapping[str, Row]) -> dict[str, str]:
+    """The ``UNSUPPORTED`` table of a chapter: the names it refuses, with the reason."""
+    return {row.name: row.reason for row in rows.values() if row.function is None}
 
 
 def docstring(doc: str, example: Example) -> str:

@@ -4,14 +4,17 @@ counts and have no gradient."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agnograd._backend import SCALARS
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import nondifferentiable, raw
+from agnograd.functions._core import raw
+from agnograd.functions._rows import Rows
 from agnograd.functions._set import apply_nondifferentiable_tuple
+
+ROWS = Rows(__name__)
 
 
 class Where(FunctionNode):
@@ -46,6 +49,7 @@ class Where(FunctionNode):
     _retain_in = (0,)
 
 
+@ROWS.declare("where")
 def where(condition: Any, x1: Any, x2: Any, /) -> Variable:
     """Elements of ``x1`` where ``condition`` holds, else of ``x2``.
 
@@ -68,6 +72,7 @@ def where(condition: Any, x1: Any, x2: Any, /) -> Variable:
     return Where(*scalars).apply((condition, *arrays))[0]
 
 
+@ROWS.declare("nonzero", differentiable=False)
 def nonzero(x: Any, /) -> tuple[Variable, ...]:
     """Indices of the nonzero elements of ``x``, one integer array per axis; no gradient.
 
@@ -85,12 +90,14 @@ def nonzero(x: Any, /) -> tuple[Variable, ...]:
     return apply_nondifferentiable_tuple(compute, (x,), {})
 
 
-DIFFERENTIABLE = {"where": where}
-NON_DIFFERENTIABLE: dict[str, Any] = {
-    **{
-        name: nondifferentiable(name, f"``{name}`` of the backend; the result has no gradient.")
-        for name in ("argmax", "argmin", "count_nonzero", "searchsorted")
-    },
-    "nonzero": nonzero,
-}
-UNSUPPORTED: dict[str, str] = {}
+# -- without a gradient, forwarded to the backend
+ROWS.nondifferentiable("argmax")
+ROWS.nondifferentiable("argmin")
+ROWS.nondifferentiable("count_nonzero")
+ROWS.nondifferentiable("searchsorted")
+
+
+# Derived from the rows. Type checkers cannot evaluate it and take the module's public
+# names instead.
+if not TYPE_CHECKING:
+    __all__ = ROWS.exports(globals())

@@ -7,10 +7,13 @@ They also back every multi-output function without a gradient (``nonzero``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from agnograd._variable import Variable
-from agnograd.functions._core import ARRAY, NonDifferentiable, _is_scalar, nondifferentiable, raw
+from agnograd.functions._core import ARRAY, NonDifferentiable, _is_scalar, raw
+from agnograd.functions._rows import Rows
+
+ROWS = Rows(__name__)
 
 
 class UniqueAllResult(NamedTuple):
@@ -94,6 +97,7 @@ def unique_all_by_sorting(xp: Any, x: Any) -> tuple[Any, Any, Any, Any]:
     return xp.take(ordered, starts, axis=0), xp.take(order, starts, axis=0), inverse, counts
 
 
+@ROWS.declare("unique_all", differentiable=False)
 def unique_all(x: Any, /) -> UniqueAllResult:
     """Unique values of ``x`` with the index of their first occurrence, the inverse
     indices (shaped like ``x``) and their counts; nothing has a gradient.
@@ -108,6 +112,7 @@ def unique_all(x: Any, /) -> UniqueAllResult:
     return UniqueAllResult(*apply_nondifferentiable_tuple(_unique_all, (x,), {}))
 
 
+@ROWS.declare("unique_counts", differentiable=False)
 def unique_counts(x: Any, /) -> UniqueCountsResult:
     """Unique values of ``x`` and how often each occurs; nothing has a gradient.
 
@@ -129,6 +134,7 @@ def unique_counts(x: Any, /) -> UniqueCountsResult:
     return UniqueCountsResult(*apply_nondifferentiable_tuple(compute, (x,), {}))
 
 
+@ROWS.declare("unique_inverse", differentiable=False)
 def unique_inverse(x: Any, /) -> UniqueInverseResult:
     """Unique values of ``x`` and, for each element of ``x``, the index of its value.
 
@@ -150,16 +156,14 @@ def unique_inverse(x: Any, /) -> UniqueInverseResult:
     return UniqueInverseResult(*apply_nondifferentiable_tuple(compute, (x,), {}))
 
 
-DIFFERENTIABLE: dict[str, Any] = {}
-NON_DIFFERENTIABLE: dict[str, Any] = {
-    "isin": nondifferentiable(
-        "isin", "Whether each element of ``x1`` is in ``x2``; the result has no gradient."
-    ),
-    "unique_all": unique_all,
-    "unique_counts": unique_counts,
-    "unique_inverse": unique_inverse,
-    "unique_values": nondifferentiable(
-        "unique_values", "The unique values of ``x``, sorted; the result has no gradient."
-    ),
-}
-UNSUPPORTED: dict[str, str] = {}
+# -- forwarded to the backend
+ROWS.nondifferentiable(
+    "isin", "Whether each element of ``x1`` is in ``x2``; the result has no gradient."
+)
+ROWS.nondifferentiable(
+    "unique_values", "The unique values of ``x``, sorted; the result has no gradient."
+)
+
+# Derived from the rows (none is exported: they have no gradient).
+if not TYPE_CHECKING:
+    __all__ = ROWS.exports(globals())

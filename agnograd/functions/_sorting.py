@@ -7,13 +7,16 @@ gradient goes back to where it came from). ``argsort`` has no gradient.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agnograd._variable import Variable
-from agnograd.functions._core import nondifferentiable, shape_of
+from agnograd.functions._core import shape_of
 from agnograd.functions._indexing import take_along_axis
+from agnograd.functions._rows import Rows
 
-argsort = nondifferentiable(
+ROWS = Rows(__name__)
+
+argsort = ROWS.nondifferentiable(
     "argsort",
     """Indices that sort ``x`` along ``axis``; the result has no gradient.
 
@@ -26,6 +29,7 @@ argsort = nondifferentiable(
 )
 
 
+@ROWS.declare("sort")
 def sort(x: Any, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Variable:
     """Sort ``x`` along ``axis``; the gradient goes back through the permutation.
 
@@ -50,6 +54,7 @@ def sort(x: Any, /, *, axis: int = -1, descending: bool = False, stable: bool = 
     return take_along_axis(x, order, axis=axis)
 
 
-DIFFERENTIABLE: dict[str, Any] = {"sort": sort}
-NON_DIFFERENTIABLE: dict[str, Any] = {"argsort": argsort}
-UNSUPPORTED: dict[str, str] = {}
+# Derived from the rows. Type checkers cannot evaluate it and take the module's public
+# names instead.
+if not TYPE_CHECKING:
+    __all__ = ROWS.exports(globals())

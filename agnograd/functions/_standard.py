@@ -1,4 +1,4 @@
-"""The names of the array API standard (2024.12), by chapter of the specification.
+"""The names of the array API standard (2025.12), by chapter of the specification.
 
 The namespace's tables must account for every one of them: differentiable,
 non-differentiable, unsupported with a reason, or passed through from the backend
@@ -12,7 +12,7 @@ import functools
 import inspect
 
 #: The version of the standard agnograd's namespace implements.
-VERSION = "2024.12"
+VERSION = "2025.12"
 
 CONSTANTS = ("e", "inf", "nan", "newaxis", "pi")
 DATA_TYPES = (
@@ -57,7 +57,9 @@ LINALG = tuple(
         "cross",
         "det",
         "diagonal",
+        "eig",  # 2025.12
         "eigh",
+        "eigvals",  # 2025.12
         "eigvalsh",
         "inv",
         "matmul",

@@ -17,13 +17,16 @@ Conventions, chosen to agree with PyTorch (the tests' oracle):
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agnograd._backend import known_shape, raw_namespace
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
 from agnograd.functions._core import conjugate, normalize_axes, others_product, raw, shape_of
+from agnograd.functions._rows import Rows
+
+ROWS = Rows(__name__)
 
 Axis = int | tuple[int, ...] | None
 
@@ -68,6 +71,14 @@ def _dtype_kwargs(dtype: Any) -> dict[str, Any]:
     """The reduction's ``dtype`` argument, when the caller gave one (the input is then
     already cast to it): without it the backend widens small integers."""
     return {} if dtype is None else {"dtype": dtype}
+
+
+def _cast(x: Any, dtype: Any) -> Any:
+    if dtype is None:
+        return x
+    from agnograd.functions._manipulation import astype
+
+    return astype(x, dtype)
 
 
 class Sum(FunctionNode):
@@ -116,6 +127,26 @@ class Sum(FunctionNode):
         return (self._spread(grad_outputs[0]),)
 
 
+@ROWS.declare("sum")
+def sum(  # noqa: A001 - the standard's name
+    x: Any,
+    /,
+    *,
+    axis: int | tuple[int, ...] | None = None,
+    dtype: Any = None,
+    keepdims: bool = False,
+) -> Variable:
+    """Sum of the elements over ``axis`` (all of them by default).
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd.functions as F
+    >>> F.sum(np.array([[1.0, 2.0], [3.0, 4.0]]), axis=0)
+    variable([4., 6.])
+    """
+    return Sum(axis, keepdims, dtype).apply((_cast(x, dtype),))[0]
+
+
 class Mean(Sum):
     fn = "mean"
 
@@ -123,6 +154,21 @@ class Mean(Sum):
         shape = input_shape(self)
         count = math.prod(shape[a] for a in self.axes)
         return (self._spread(grad_outputs[0]) / count,)
+
+
+@ROWS.declare("mean")
+def mean(
+    x: Any, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False
+) -> Variable:
+    """Arithmetic mean over ``axis`` (all of them by default).
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd.functions as F
+    >>> F.mean(np.array([1.0, 2.0, 6.0]))
+    variable(3.)
+    """
+    return Mean(axis, keepdims).apply((x,))[0]
 
 
 class Prod(Sum):
@@ -133,6 +179,34 @@ class Prod(Sum):
         (x,) = self.get_retained_inputs()
         others = conjugate(namespace_of(x), others_product(x, self.axes))
         return (self._kept(grad_outputs[0]) * others,)
+
+
+@ROWS.declare("prod")
+def prod(
+    x: Any,
+    /,
+    *,
+    axis: int | tuple[int, ...] | None = None,
+    dtype: Any = None,
+    keepdims: bool = False,
+) -> Variable:
+    """Product of the elements over ``axis`` (all of them by default).
+
+    The gradient of each element is the product of the other elements, computed
+    without dividing, so it is exact where elements are zero (to every order).
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> xp = agnograd.namespace(np)
+    >>> x = agnograd.Variable(np.array([2.0, 0.0, 3.0]))
+    >>> y = xp.prod(x)
+    >>> y
+    variable(0.)
+    >>> y.backward(); x.grad
+    array([0., 6., 0.])
+    """
+    return Prod(axis, keepdims, dtype).apply((_cast(x, dtype),))[0]
 
 
 class Extremum(Sum):
@@ -155,6 +229,50 @@ class Extremum(Sum):
         hit = x == r.reshape(y, tuple(gy.shape))
         count = r.sum(r.astype(hit, x.dtype), axis=self.axes, keepdims=True)
         return (xp.where(hit, gy / count, 0.0),)
+
+
+def _extremum(fn: str, x: Any, axis: Axis, keepdims: bool) -> Variable:
+    node = Extremum(axis, keepdims)
+    node.fn = fn
+    return node.apply((x,))[0]
+
+
+@ROWS.declare("max")
+def max(  # noqa: A001 - the standard's name
+    x: Any, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False
+) -> Variable:
+    """Largest element over ``axis`` (all of them by default).
+
+    Tied maxima share the gradient evenly, as in ``torch.amax``.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> xp = agnograd.namespace(np)
+    >>> x = agnograd.Variable(np.array([1.0, 3.0, 3.0]))
+    >>> y = xp.max(x)
+    >>> y.backward(); x.grad
+    array([0. , 0.5, 0.5])
+    """
+    return _extremum("max", x, axis, keepdims)
+
+
+@ROWS.declare("min")
+def min(  # noqa: A001 - the standard's name
+    x: Any, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False
+) -> Variable:
+    """Smallest element over ``axis`` (all of them by default).
+
+    Tied minima share the gradient evenly, as in ``torch.amin``.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> xp = agnograd.namespace(np)
+    >>> xp.min(np.array([[1.0, -3.0], [0.5, 2.0]]), axis=1)
+    variable([-3. ,  0.5])
+    """
+    return _extremum("min", x, axis, keepdims)
 
 
 class Var(FunctionNode):
@@ -206,131 +324,7 @@ class Var(FunctionNode):
         return ((2.0 * scale) * gy * centered,)
 
 
-class Std(Var):
-    fn = "std"
-    _retain_out = (0,)
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        gy, centered, scale = self._parts(grad_outputs[0])
-        xp = namespace_of(gy)
-        (y,) = self.get_retained_outputs()
-        y = xp.reshape(y, tuple(gy.shape))
-        # d std = d var / (2 std); where std is 0 the gradient is 0 (as in PyTorch).
-        zero = raw(y) == 0
-        g = xp.where(zero, 0.0, gy / xp.where(zero, 1.0, y))
-        return (scale * g * centered,)
-
-
-def _cast(x: Any, dtype: Any) -> Any:
-    if dtype is None:
-        return x
-    from agnograd.functions._manipulation import astype
-
-    return astype(x, dtype)
-
-
-def sum(  # noqa: A001 - the standard's name
-    x: Any,
-    /,
-    *,
-    axis: int | tuple[int, ...] | None = None,
-    dtype: Any = None,
-    keepdims: bool = False,
-) -> Variable:
-    """Sum of the elements over ``axis`` (all of them by default).
-
-    Examples
-    --------
-    >>> import numpy as np, agnograd.functions as F
-    >>> F.sum(np.array([[1.0, 2.0], [3.0, 4.0]]), axis=0)
-    variable([4., 6.])
-    """
-    return Sum(axis, keepdims, dtype).apply((_cast(x, dtype),))[0]
-
-
-def mean(
-    x: Any, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False
-) -> Variable:
-    """Arithmetic mean over ``axis`` (all of them by default).
-
-    Examples
-    --------
-    >>> import numpy as np, agnograd.functions as F
-    >>> F.mean(np.array([1.0, 2.0, 6.0]))
-    variable(3.)
-    """
-    return Mean(axis, keepdims).apply((x,))[0]
-
-
-def prod(
-    x: Any,
-    /,
-    *,
-    axis: int | tuple[int, ...] | None = None,
-    dtype: Any = None,
-    keepdims: bool = False,
-) -> Variable:
-    """Product of the elements over ``axis`` (all of them by default).
-
-    The gradient of each element is the product of the other elements, computed
-    without dividing, so it is exact where elements are zero (to every order).
-
-    Examples
-    --------
-    >>> import numpy as np, agnograd
-    >>> xp = agnograd.namespace(np)
-    >>> x = agnograd.Variable(np.array([2.0, 0.0, 3.0]))
-    >>> y = xp.prod(x)
-    >>> y
-    variable(0.)
-    >>> y.backward(); x.grad
-    array([0., 6., 0.])
-    """
-    return Prod(axis, keepdims, dtype).apply((_cast(x, dtype),))[0]
-
-
-def max(  # noqa: A001 - the standard's name
-    x: Any, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False
-) -> Variable:
-    """Largest element over ``axis`` (all of them by default).
-
-    Tied maxima share the gradient evenly, as in ``torch.amax``.
-
-    Examples
-    --------
-    >>> import numpy as np, agnograd
-    >>> xp = agnograd.namespace(np)
-    >>> x = agnograd.Variable(np.array([1.0, 3.0, 3.0]))
-    >>> y = xp.max(x)
-    >>> y.backward(); x.grad
-    array([0. , 0.5, 0.5])
-    """
-    return _extremum("max", x, axis, keepdims)
-
-
-def min(  # noqa: A001 - the standard's name
-    x: Any, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False
-) -> Variable:
-    """Smallest element over ``axis`` (all of them by default).
-
-    Tied minima share the gradient evenly, as in ``torch.amin``.
-
-    Examples
-    --------
-    >>> import numpy as np, agnograd
-    >>> xp = agnograd.namespace(np)
-    >>> xp.min(np.array([[1.0, -3.0], [0.5, 2.0]]), axis=1)
-    variable([-3. ,  0.5])
-    """
-    return _extremum("min", x, axis, keepdims)
-
-
-def _extremum(fn: str, x: Any, axis: Axis, keepdims: bool) -> Variable:
-    node = Extremum(axis, keepdims)
-    node.fn = fn
-    return node.apply((x,))[0]
-
-
+@ROWS.declare("var")
 def var(
     x: Any,
     /,
@@ -355,6 +349,22 @@ def var(
     return Var(axis, correction, keepdims).apply((x,))[0]
 
 
+class Std(Var):
+    fn = "std"
+    _retain_out = (0,)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        gy, centered, scale = self._parts(grad_outputs[0])
+        xp = namespace_of(gy)
+        (y,) = self.get_retained_outputs()
+        y = xp.reshape(y, tuple(gy.shape))
+        # d std = d var / (2 std); where std is 0 the gradient is 0 (as in PyTorch).
+        zero = raw(y) == 0
+        g = xp.where(zero, 0.0, gy / xp.where(zero, 1.0, y))
+        return (scale * g * centered,)
+
+
+@ROWS.declare("std")
 def std(
     x: Any,
     /,
@@ -401,6 +411,34 @@ class CumulativeSum(FunctionNode):
         return (reverse_cumulative_sum(self._trim(grad_outputs[0]), self.axis),)
 
 
+@ROWS.declare("cumulative_sum")
+def cumulative_sum(
+    x: Any,
+    /,
+    *,
+    axis: int | None = None,
+    dtype: Any = None,
+    include_initial: bool = False,
+) -> Variable:
+    """Running sum along ``axis`` (optional for a one-dimensional ``x``).
+
+    ``include_initial=True`` starts the result with a 0 (one more element).
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd, agnograd.functions as F
+    >>> xp = agnograd.namespace(np)
+    >>> x = agnograd.Variable(np.array([1.0, 2.0, 3.0]))
+    >>> y = xp.cumulative_sum(x, include_initial=True)
+    >>> y
+    variable([0., 1., 3., 6.])
+    >>> F.sum(y).backward(); x.grad
+    array([3., 2., 1.])
+    """
+    axis = _single_axis(axis, len(shape_of(x)), "cumulative_sum")
+    return CumulativeSum(axis, include_initial, dtype).apply((_cast(x, dtype),))[0]
+
+
 class CumulativeProd(CumulativeSum):
     fn = "cumulative_prod"
     _retain_in = (0,)
@@ -441,33 +479,7 @@ class CumulativeProd(CumulativeSum):
         return (gx,)
 
 
-def cumulative_sum(
-    x: Any,
-    /,
-    *,
-    axis: int | None = None,
-    dtype: Any = None,
-    include_initial: bool = False,
-) -> Variable:
-    """Running sum along ``axis`` (optional for a one-dimensional ``x``).
-
-    ``include_initial=True`` starts the result with a 0 (one more element).
-
-    Examples
-    --------
-    >>> import numpy as np, agnograd, agnograd.functions as F
-    >>> xp = agnograd.namespace(np)
-    >>> x = agnograd.Variable(np.array([1.0, 2.0, 3.0]))
-    >>> y = xp.cumulative_sum(x, include_initial=True)
-    >>> y
-    variable([0., 1., 3., 6.])
-    >>> F.sum(y).backward(); x.grad
-    array([3., 2., 1.])
-    """
-    axis = _single_axis(axis, len(shape_of(x)), "cumulative_sum")
-    return CumulativeSum(axis, include_initial, dtype).apply((_cast(x, dtype),))[0]
-
-
+@ROWS.declare("cumulative_prod")
 def cumulative_prod(
     x: Any,
     /,
@@ -497,16 +509,7 @@ def cumulative_prod(
     return CumulativeProd(axis, include_initial, dtype).apply((_cast(x, dtype),))[0]
 
 
-DIFFERENTIABLE = {
-    "cumulative_prod": cumulative_prod,
-    "cumulative_sum": cumulative_sum,
-    "max": max,
-    "mean": mean,
-    "min": min,
-    "prod": prod,
-    "std": std,
-    "sum": sum,
-    "var": var,
-}
-NON_DIFFERENTIABLE: dict[str, object] = {}
-UNSUPPORTED: dict[str, str] = {}
+# Derived from the rows. Type checkers cannot evaluate it and take the module's public
+# names instead.
+if not TYPE_CHECKING:
+    __all__ = ROWS.exports(globals())

@@ -1,9 +1,9 @@
 """agnograd's differentiable namespace: the array API, bound to one backend.
 
-Every name resolves through the tables of the chapter modules (elementwise,
-statistical, manipulation, ...): differentiable functions (with a rule),
-non-differentiable ones (their results require no gradient) and unsupported ones
-(with the reason). Dtypes, constants and dtype queries pass through from the
+Every name resolves through the tables derived from the rows the chapter modules
+declare (elementwise, statistical, manipulation, ...): differentiable functions (with
+a rule), non-differentiable ones (their results require no gradient) and unsupported
+ones (with the reason). Dtypes, constants and dtype queries pass through from the
 backend. A name in none of them is an ``AttributeError`` that says so, never a
 silently non-differentiable fallback.
 """
@@ -19,18 +19,24 @@ from agnograd._backend import backend_name
 from agnograd._device import native_device
 from agnograd._variable import Variable
 from agnograd.functions._core import Bound, constant, forwarding, native_kwargs, raw
+from agnograd.functions._rows import chapter, namespace_tables, unsupported_table
 from agnograd.functions._standard import VERSION
 
-#: The chapter modules of agnograd.functions, one per chapter of the standard.
+#: The modules that declare the namespace's functions, each in its table of rows
+#: (``ROWS``, see ``_rows.py``): the chapters of the standard and its extensions (the
+#: elementwise chapter in three modules, linear algebra in four).
 CHAPTERS = tuple(
-    importlib.import_module(f"agnograd.functions._{chapter}")
-    for chapter in [
-        "creation",
+    importlib.import_module(f"agnograd.functions._{name}")
+    for name in [
+        "unary",
+        "binary",
         "elementwise",
+        "creation",
         "fft",
         "indexing",
         "linalg",
         "linalg_decompositions",
+        "linalg_eig",
         "linalg_inverse",
         "linalg_norms",
         "manipulation",
@@ -42,13 +48,11 @@ CHAPTERS = tuple(
     ]
 )
 
-DIFFERENTIABLE: dict[str, Any] = {}
-NON_DIFFERENTIABLE: dict[str, Any] = {}
-UNSUPPORTED: dict[str, str] = {}
-for _chapter in CHAPTERS:
-    DIFFERENTIABLE.update(_chapter.DIFFERENTIABLE)
-    NON_DIFFERENTIABLE.update(_chapter.NON_DIFFERENTIABLE)
-    UNSUPPORTED.update(_chapter.UNSUPPORTED)
+#: Every declared row, by name: a name declared twice, in one module or two, is
+#: refused here, at import.
+DECLARED = chapter(*(module.ROWS for module in CHAPTERS))
+DIFFERENTIABLE, NON_DIFFERENTIABLE = namespace_tables(DECLARED)
+UNSUPPORTED = unsupported_table(DECLARED)
 
 #: Names taken from the backend as they are: dtypes, constants, dtype queries.
 PASSTHROUGH = {
@@ -111,10 +115,12 @@ class Namespace:
         self._prefix = prefix
         # array-api-compat tells namespaces apart by __name__.
         self.__name__ = f"agnograd.namespace({raw_namespace.__name__}){prefix.rstrip('.')}"
-        # The version agnograd implements, or the backend's if that is older.
-        self.__array_api_version__ = min(
-            getattr(raw_namespace, "__array_api_version__", VERSION), VERSION
-        )
+
+    @property
+    def __array_api_version__(self) -> str:
+        """The version agnograd implements, or the backend's if that is older (asked
+        each time: array-api-strict's changes with its flags)."""
+        return min(getattr(self._raw, "__array_api_version__", VERSION), VERSION)
 
     def __repr__(self) -> str:
         where = f" ({self._prefix.rstrip('.')})" if self._prefix else ""
@@ -158,7 +164,7 @@ class Namespace:
         --------
         >>> import numpy as np, agnograd
         >>> agnograd.namespace(np).__array_namespace_info__().devices()
-        [Device('@numpy')]
+        (Device('@numpy'),)
         """
         return _Info(self._raw.__array_namespace_info__(), self._raw)
 
@@ -176,8 +182,8 @@ class Namespace:
 class _Info:
     """A backend's ``__array_namespace_info__()`` object, answering with agnograd's
     :class:`~agnograd.Device` values (those of Variables: ``x.device in
-    info.devices()`` holds), and ``devices()`` a list as in 2024.12 (array-api-compat
-    already answers with 2025.12's tuple)."""
+    info.devices()`` holds), and ``devices()`` a tuple, as 2025.12 specifies (a list
+    before)."""
 
     def __init__(self, info: Any, raw_namespace: Any) -> None:
         self._info = info
@@ -194,8 +200,8 @@ class _Info:
 
         return native if self._adapter is None else _from_native(self._adapter, native)
 
-    def devices(self) -> list[Any]:
-        return [self._device(d) for d in self._info.devices()]
+    def devices(self) -> tuple[Any, ...]:
+        return tuple([self._device(d) for d in self._info.devices()])
 
     def default_device(self) -> Any:
         return self._device(self._info.default_device())

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import array_api_compat
 
@@ -11,8 +11,20 @@ from agnograd._backend import SCALARS, raw_namespace
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import nondifferentiable, raw, shape_of
+from agnograd.functions._core import raw, shape_of
+from agnograd.functions._rows import Rows
 from agnograd.functions._statistical import input_shape
+
+ROWS = Rows(__name__)
+
+
+def _zeros(like: Any, shape: tuple[int, ...], raw_only: bool = False) -> Any:
+    data = raw(like)
+    xp = raw_namespace(data)
+    zeros = xp.zeros(shape, dtype=data.dtype, device=array_api_compat.device(data))
+    if raw_only or not isinstance(like, Variable):
+        return zeros
+    return Variable._new(zeros, False)
 
 
 class Diff(FunctionNode):
@@ -75,15 +87,7 @@ class Diff(FunctionNode):
         return tuple(g[(*lead, slice(*bounds[i]), ...)] for i in indexes)
 
 
-def _zeros(like: Any, shape: tuple[int, ...], raw_only: bool = False) -> Any:
-    data = raw(like)
-    xp = raw_namespace(data)
-    zeros = xp.zeros(shape, dtype=data.dtype, device=array_api_compat.device(data))
-    if raw_only or not isinstance(like, Variable):
-        return zeros
-    return Variable._new(zeros, False)
-
-
+@ROWS.declare("diff")
 def diff(
     x: Any,
     /,
@@ -131,13 +135,16 @@ def diff(
     return Diff(axis, n, prepend is not None, append is not None).apply(tuple(inputs))[0]
 
 
-DIFFERENTIABLE: dict[str, Any] = {"diff": diff}
-NON_DIFFERENTIABLE: dict[str, Any] = {
-    "all": nondifferentiable(
-        "all", "Whether all elements (over ``axis``) are true; the result has no gradient."
-    ),
-    "any": nondifferentiable(
-        "any", "Whether any element (over ``axis``) is true; the result has no gradient."
-    ),
-}
-UNSUPPORTED: dict[str, str] = {}
+# -- without a gradient, forwarded to the backend
+ROWS.nondifferentiable(
+    "all", "Whether all elements (over ``axis``) are true; the result has no gradient."
+)
+ROWS.nondifferentiable(
+    "any", "Whether any element (over ``axis``) is true; the result has no gradient."
+)
+
+
+# Derived from the rows. Type checkers cannot evaluate it and take the module's public
+# names instead.
+if not TYPE_CHECKING:
+    __all__ = ROWS.exports(globals())

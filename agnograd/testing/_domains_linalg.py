@@ -4,10 +4,13 @@ Matrix functions are differentiable only away from singular or degenerate inputs
 so these domains check the drawn matrices on the host (``hypothesis.assume``):
 singular values away from zero for ``inv``, ``solve``, ``pinv`` and ``qr``, and apart
 from each other for ``svd`` and the spectral norms; separated eigenvalues for
-``eigh``. ``cholesky`` and ``eigh`` read a symmetric input, so they are called on
-``x @ x.mT`` and ``(x + x.mT) / 2``, which every ``x`` maps into; ``svd`` and
-``eigh`` decide the signs of their vectors by convention, so only what the
-convention does not decide (``U * U``, the values) is compared.
+``eigh``, and for ``eig`` also well-conditioned eigenvectors. ``cholesky`` and
+``eigh`` read a symmetric input, so they are called on ``x @ x.mT`` and
+``(x + x.mT) / 2``, which every ``x`` maps into; ``svd`` and ``eigh`` decide the
+signs of their vectors by convention, so only what the convention does not decide
+(``U * U``, the values) is compared. ``eig`` decides a phase per eigenvector and
+orders its eigenvalues as the backend does: its outputs are compared through sums
+over the eigenpairs, which depend on neither (``V diag(w) V^H``, power sums of ``w``).
 """
 
 from __future__ import annotations
@@ -70,6 +73,21 @@ def without_signs_eigh(result: Any) -> tuple[Any, ...]:
     """``(w, V * V)``: what does not depend on eigh's choice of signs."""
     w, v = result
     return (w, v * v)
+
+
+def without_gauge_eig(result: Any) -> tuple[Any, ...]:
+    """``(sum(w**2), V diag(w) V^H)``: what depends neither on the phase eig gives
+    each (unit-norm) eigenvector nor on the order of the eigenpairs."""
+    w, v = result
+    xp = array_api_compat.array_namespace(w, v)
+    vh = xp.conj(xp.matrix_transpose(v))
+    return (xp.sum(w * w, axis=-1), (v * xp.expand_dims(w, axis=-2)) @ vh)
+
+
+def power_sums(w: Any) -> tuple[Any, ...]:
+    """``(sum(w**2), sum(w**3))``: what does not depend on the order of eigvals' ``w``."""
+    xp = array_api_compat.array_namespace(w)
+    return (xp.sum(w * w, axis=-1), xp.sum(w * w * w, axis=-1))
 
 
 # -- linear algebra ------------------------------------------------------------------
@@ -203,6 +221,25 @@ def _eigh(ctx: Context, name: str) -> st.SearchStrategy[FunctionCase]:
         _separated(numpy.linalg.eigvalsh((a + numpy.swapaxes(a, -1, -2)) / 2))
         post = without_signs_eigh if name == "linalg.eigh" else None
         return FunctionCase(name, (x,), pre=symmetric, post=post)
+
+    return draw()
+
+
+@register_domain("linalg.eig", "linalg.eigvals")
+def _eig(ctx: Context, name: str) -> st.SearchStrategy[FunctionCase]:
+    @st.composite
+    def draw(draw: Any) -> FunctionCase:
+        n = draw(st.integers(1, 3))
+        shape = (*draw(ctx.shape(max_dims=1, max_side=2)), n, n)
+        x = draw(ctx.complex_array(shape) if draw(st.booleans()) else ctx.array(shape))
+        # Eigenvalues apart in the complex plane (so a real x keeps its real and its
+        # conjugate pairs under perturbation) and eigenvectors far from parallel.
+        w, v = numpy.linalg.eig(_host(x))
+        gaps = numpy.abs(w[..., :, None] - w[..., None, :]) + 10 * numpy.eye(n)
+        assume(bool(numpy.all(gaps > 0.3)))
+        assume(bool(numpy.all(numpy.linalg.cond(v) < 10)))
+        post = without_gauge_eig if name == "linalg.eig" else power_sums
+        return FunctionCase(name, (x,), post=post)
 
     return draw()
 
