@@ -363,3 +363,10 @@ def test_manipulation_defers_in_define_then_run() -> None:
     np.testing.assert_allclose(y.d, expected.array)
     expected.backward()
     np.testing.assert_allclose(x.g, eager.grad)
+
+
+@pytest.mark.parametrize("backend", ["array_api_strict", "torch"])
+def test_astype_to_a_dtype_of_another_library_names_both(backend: str) -> None:
+    x = Variable(to_backend(backend, np.array([1.0, 2.0])))
+    with pytest.raises(TypeError, match=r"astype: .*numpy.float64.* is not a dtype of"):
+        agnograd.functions.astype(x, np.float64)

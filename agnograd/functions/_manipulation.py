@@ -575,7 +575,14 @@ def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> V
     data = x._data if isinstance(x, Variable) else x
     if data is not None:
         xp = raw_namespace(data)
-        if not xp.isdtype(dtype, ("real floating", "complex floating")):
+        try:
+            floating = xp.isdtype(dtype, ("real floating", "complex floating"))
+        except (AttributeError, TypeError, ValueError):  # torch's isdtype, given np.float64
+            raise TypeError(
+                f"astype: {dtype!r} is not a dtype of {xp.__name__}, the library of x; "
+                f"use one of its own (xp.float64, ...)"
+            ) from None
+        if not floating:
             # Integers and booleans carry no gradient.
             return apply_nondifferentiable(_astype, (x,), {"dtype": dtype})
     return AsType(dtype).apply((x,))[0]
