@@ -16,6 +16,7 @@ from agnograd import (
     _namespace,  # noqa: F401 - Variable.__array_namespace__
     _operators,  # noqa: F401 - the functions behind Variable's operators
     _transfer,  # noqa: F401 - Variable.to_device, view, to_chx, ...
+    computational_graph,
     functions,
 )
 from agnograd._adapter import Adapter
@@ -36,6 +37,7 @@ from agnograd._engine import backward, grad
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace, namespace_of
 from agnograd._variable import Variable, VariableNode
+from agnograd.computational_graph import build_computational_graph
 from agnograd.function_hooks import FunctionHook, PrintHook, TimerHook
 
 __version__ = "0.1.0"
@@ -54,6 +56,8 @@ __all__ = [
     "as_variable",
     "auto_forward",
     "backward",
+    "build_computational_graph",
+    "computational_graph",
     "config",
     "force_backprop_mode",
     "forward_all",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +26,7 @@ def run_example(name: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_every_example_is_tested() -> None:
     scripts = sorted(p.name for p in EXAMPLES.glob("*.py"))
-    assert scripts == ["array_api_code.py", "mlp.py"]
+    assert scripts == ["array_api_code.py", "draw_graph.py", "mlp.py"]
 
 
 def test_array_api_code() -> None:
@@ -51,8 +52,22 @@ def test_mlp_loss_decreases() -> None:
     assert "loss decreased from" in result.stdout
 
 
-@pytest.mark.parametrize("name", ["array_api_code.py", "mlp.py"])
+@pytest.mark.parametrize("name", ["array_api_code.py", "draw_graph.py", "mlp.py"])
 def test_examples_have_a_usage_docstring(name: str) -> None:
     text = (EXAMPLES / name).read_text()
     assert text.startswith('"""')
     assert f"python examples/{name}" in text
+
+
+def test_draw_graph(tmp_path: Path) -> None:
+    # Prints the DOT text always; draws the picture only where Graphviz is installed.
+    out = tmp_path / "graph.svg"
+    result = run_example("draw_graph.py", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("digraph computational_graph {")
+    assert 'label="loss\\nfloat32\\n@numpy"' in result.stdout
+    assert 'label="gz\\n(2), float64\\n@numpy"' in result.stdout
+    drawn = importlib.util.find_spec("graphviz") is not None and shutil.which("dot") is not None
+    assert out.exists() == drawn, result.stderr
+    if not drawn:
+        assert "not drawn:" in result.stderr

@@ -34,8 +34,19 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("devices and transfer", {"_transfer"}),
     ("define-then-run", {"_define_then_run"}),
     (
-        "the package, its operators and tools",
-        {"__init__", "functions", "_operators", "__main__", "testing", "testing.*"},
+        "the package, its operators and tools (transforms, checkpointing, pictures)",
+        {
+            "__init__",
+            "functions",
+            "_operators",
+            "__main__",
+            "testing",
+            "testing.*",
+            "functional",
+            "_checkpoint",
+            "_graph_picture",
+            "computational_graph",
+        },
     ),
 ]
 
