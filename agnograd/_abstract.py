@@ -3,7 +3,15 @@
 Define-then-run infers every output's shape and dtype when the graph is built,
 before any data exists. Rather than a shape rule per function, the function's own
 forward runs on :class:`Abstract` values, whose namespace computes the shape and
-dtype each array API function would produce. No backend computation happens.
+dtype each array API function would produce. Nothing is computed on data of the
+size of the arrays.
+
+Elementwise functions (those given to :func:`register_elementwise`, the standard's
+elementwise chapter, and ``where``) and the operators share one rule: the result
+has the operands' broadcast shape and the dtype the backend's own function gives,
+found by calling it on one-element arrays of the operands' dtypes and cached, so
+each library's promotion (PyTorch's 0-d operands, integer division) is what it is
+and no table of dtype rules is kept here. Reductions take their dtype the same way.
 
 Operations whose result depends on the values (boolean-mask indexing, ``int(x)``)
 raise :class:`DataDependentError`; a FunctionNode can then declare its outputs by
@@ -13,7 +21,9 @@ overriding ``FunctionNode.infer``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import operator
+import warnings
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy
@@ -141,12 +151,6 @@ class Abstract:
 
     __hash__ = object.__hash__  # by identity, although __eq__ is elementwise
 
-    def __truediv__(self, other: Any) -> Abstract:
-        return _true_divide(self.xp, self, other)
-
-    def __rtruediv__(self, other: Any) -> Abstract:
-        return _true_divide(self.xp, other, self)
-
     def __matmul__(self, other: Any) -> Abstract:
         shape = _matmul_shape(self.shape, _shape(other))
         return Abstract(shape, _result_dtype(self.xp, self, other), self.xp, self.device)
@@ -155,17 +159,16 @@ class Abstract:
         shape = _matmul_shape(_shape(other), self.shape)
         return Abstract(shape, _result_dtype(self.xp, self, other), self.xp, self.device)
 
-    def __neg__(self) -> Abstract:
-        return self._like(self.shape)
-
-    __pos__ = __invert__ = __neg__
-
-    def __abs__(self) -> Abstract:
-        return self.__array_namespace__().abs(self)
-
-    # The other operators are set on the class below, from a few generic methods;
+    # The other operators are set on the class below, by the elementwise rule;
     # declared here for type checkers only.
     if TYPE_CHECKING:
+
+        def __neg__(self) -> Abstract: ...
+        def __pos__(self) -> Abstract: ...
+        def __invert__(self) -> Abstract: ...
+        def __abs__(self) -> Abstract: ...
+        def __truediv__(self, other: Any) -> Abstract: ...
+        def __rtruediv__(self, other: Any) -> Abstract: ...
 
         def __add__(self, other: Any) -> Abstract: ...
         def __radd__(self, other: Any) -> Abstract: ...
@@ -239,22 +242,134 @@ def _result_dtype(xp: Any, *operands: Any) -> Any:
     return dtype
 
 
-def _result(xp: Any, *operands: Any, dtype: Any = None) -> Abstract:
-    shape = broadcast_shapes(*[_shape(o) for o in operands])
-    if dtype is None:
-        dtype = _result_dtype(xp, *operands)
+# ---------------------------------------------------------------------------------
+# The elementwise rule
+
+_ELEMENTWISE: set[str] = {"where"}  # where is elementwise in shape and dtype too
+_probed: dict[tuple[Any, ...], Any] = {}
+
+
+def register_elementwise(*names: str) -> None:
+    """Declare functions of the array API standard elementwise, for abstract evaluation.
+
+    The result of an elementwise function ``name(*operands)`` has the broadcast
+    shape of its array operands, and the dtype the backend's own ``name`` gives: it
+    is found by calling that function on one-element arrays of the operands' dtypes
+    (0-d for a 0-d operand, since PyTorch promotes those differently; Python scalars
+    passed as they are), once per library, name and operand types. So no promotion
+    rule is written here, and a dtype the backend refuses is refused when the graph
+    is built, with the backend's own error.
+
+    The layer that declares functions calls it with their names; names are those of
+    the backends' namespaces (``"exp"``, ``"atan2"``), not agnograd's extras.
+
+    Examples
+    --------
+    >>> import array_api_compat.numpy as xp
+    >>> from agnograd._abstract import Abstract, register_elementwise
+    >>> register_elementwise("hypot")
+    >>> a = Abstract((3, 1), xp.float32, xp)
+    >>> b = Abstract((4,), xp.int8, xp)
+    >>> a.__array_namespace__().hypot(a, b)
+    Abstract(shape=(3, 4), dtype=float32)
+    """
+    _ELEMENTWISE.update(names)
+
+
+def _is_array(x: Any) -> bool:
+    # Not a class: numpy.float32, a dtype, has the attributes `shape` and `dtype` too.
+    return isinstance(x, Abstract) or (
+        hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, type)
+    )
+
+
+_SCALAR_TYPES = (bool, int, float, complex, type(None))
+
+
+def _signature(x: Any) -> Any:
+    """What of an operand decides a result's dtype: an array's dtype (with its class,
+    so that dtypes of two libraries are never compared), a Python scalar's type, any
+    other argument itself (a dtype, a string)."""
+    if _is_array(x):
+        return (_is_array, x.dtype.__class__, x.dtype, len(x.shape) == 0)
+    if x.__class__ in _SCALAR_TYPES:
+        return x.__class__
+    return (x.__class__, x)
+
+
+def _stand_in(xp: Any, x: Any) -> Any:
+    """A one-element array of ``x``'s dtype for an array operand, 0-d where ``x`` is
+    (PyTorch promotes 0-d operands differently); anything else as it is."""
+    if not _is_array(x):
+        return x
+    return xp.ones(() if len(x.shape) == 0 else (1,), dtype=x.dtype)
+
+
+def _probe(xp: Any, key: Any, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    """The dtype of ``fn(*args, **kwargs)``, computed on one-element stand-ins of the
+    array operands, once per library, ``key`` and operand signatures."""
+    sig = (
+        xp,
+        key,
+        tuple(_signature(a) for a in args),
+        tuple((k, _signature(v)) for k, v in kwargs.items()),
+    )
+    try:
+        return _probed[sig]
+    except KeyError:
+        cacheable = True
+    except TypeError:  # an unhashable argument: probe without caching
+        cacheable = False
+    with warnings.catch_warnings(), numpy.errstate(all="ignore"):
+        # inf and nan from the stand-ins' values (atanh(1), x / 0) are no concern.
+        warnings.simplefilter("ignore")
+        out = fn(
+            *[_stand_in(xp, a) for a in args], **{k: _stand_in(xp, v) for k, v in kwargs.items()}
+        )
+    dtype = out.dtype
+    if cacheable:
+        _probed[sig] = dtype
+    return dtype
+
+
+def elementwise(
+    xp: Any, key: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]
+) -> Abstract:
+    """The abstract result of the elementwise ``fn`` (``key`` names it in the cache):
+    the operands' broadcast shape, and the dtype ``fn`` gives for their dtypes."""
+    operands = [*args, *kwargs.values()]
+    shape = broadcast_shapes(*[_shape(o) for o in operands if _is_array(o)])
+    dtype = _probe(xp, key, fn, args, kwargs)
     device = next((o.device for o in operands if isinstance(o, Abstract)), None)
     return Abstract(shape, dtype, xp, device)
 
 
-def _binary_method(reflected: bool = False, boolean: bool = False) -> Any:
-    def method(self: Abstract, other: Any) -> Abstract:
-        if isinstance(other, Abstract | int | float | complex) or (
-            hasattr(other, "shape") and hasattr(other, "dtype")
-        ):
-            return _result(self.xp, self, other, dtype=self.xp.bool if boolean else None)
-        return NotImplemented
+def _elementwise_function(xp: Any, name: str) -> Callable[..., Abstract]:
+    fn = getattr(xp, name)
 
+    def function(*args: Any, **kwargs: Any) -> Abstract:
+        return elementwise(xp, name, fn, args, kwargs)
+
+    function.__name__ = name
+    return function
+
+
+def _operator(name: str, op: Callable[..., Any], reflected: bool = False) -> Any:
+    def method(self: Abstract, other: Any) -> Any:
+        if not (_is_array(other) or isinstance(other, bool | int | float | complex)):
+            return NotImplemented
+        args = (other, self) if reflected else (self, other)
+        return elementwise(self.xp, name, op, args, {})
+
+    method.__name__ = name
+    return method
+
+
+def _unary_operator(name: str, op: Callable[..., Any]) -> Any:
+    def method(self: Abstract) -> Abstract:
+        return elementwise(self.xp, name, op, (self,), {})
+
+    method.__name__ = name
     return method
 
 
@@ -262,6 +377,7 @@ for _name in (
     "add",
     "sub",
     "mul",
+    "truediv",
     "floordiv",
     "pow",
     "mod",
@@ -271,10 +387,13 @@ for _name in (
     "lshift",
     "rshift",
 ):
-    setattr(Abstract, f"__{_name}__", _binary_method())
-    setattr(Abstract, f"__r{_name}__", _binary_method(reflected=True))
+    _op = getattr(operator, _name + "_" if _name in ("and", "or") else _name)
+    setattr(Abstract, f"__{_name}__", _operator(f"__{_name}__", _op))
+    setattr(Abstract, f"__r{_name}__", _operator(f"__r{_name}__", _op, reflected=True))
 for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
-    setattr(Abstract, f"__{_name}__", _binary_method(boolean=True))
+    setattr(Abstract, f"__{_name}__", _operator(f"__{_name}__", getattr(operator, _name)))
+for _name in ("neg", "pos", "invert", "abs"):
+    setattr(Abstract, f"__{_name}__", _unary_operator(f"__{_name}__", getattr(operator, _name)))
 
 
 def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -290,72 +409,6 @@ def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     return shape
 
 
-_UNARY = {
-    "acos",
-    "acosh",
-    "asin",
-    "asinh",
-    "atan",
-    "atanh",
-    "bitwise_invert",
-    "ceil",
-    "conj",
-    "cos",
-    "cosh",
-    "exp",
-    "expm1",
-    "floor",
-    "log",
-    "log1p",
-    "log2",
-    "log10",
-    "negative",
-    "positive",
-    "round",
-    "sign",
-    "sin",
-    "sinh",
-    "square",
-    "sqrt",
-    "tan",
-    "tanh",
-    "trunc",
-    "reciprocal",
-}
-_UNARY_REAL = {"abs", "real", "imag"}
-_UNARY_BOOL = {"isfinite", "isinf", "isnan", "logical_not", "signbit"}
-_BINARY = {
-    "add",
-    "atan2",
-    "bitwise_and",
-    "bitwise_left_shift",
-    "bitwise_or",
-    "bitwise_right_shift",
-    "bitwise_xor",
-    "copysign",
-    "divide",
-    "floor_divide",
-    "hypot",
-    "logaddexp",
-    "maximum",
-    "minimum",
-    "multiply",
-    "nextafter",
-    "pow",
-    "remainder",
-    "subtract",
-}
-_BINARY_BOOL = {
-    "equal",
-    "not_equal",
-    "less",
-    "less_equal",
-    "greater",
-    "greater_equal",
-    "logical_and",
-    "logical_or",
-    "logical_xor",
-}
 _REDUCTIONS = {
     "sum",
     "prod",
@@ -371,6 +424,22 @@ _REDUCTIONS = {
     "count_nonzero",
     "logsumexp",
 }
+
+
+def _reduction_function(xp: Any, name: str) -> Callable[..., Abstract]:
+    """A reduction: the shape from ``axis`` and ``keepdims``, the dtype from the
+    backend's own function on a one-element stand-in (as for elementwise functions),
+    or for a function the backend lacks (``logsumexp``), from the standard's rules."""
+    fn = getattr(xp, name, None)
+
+    def function(x: Any, /, *, axis: Any = None, keepdims: bool = False, **kw: Any) -> Abstract:
+        shape = _reduced(x, axis, keepdims)
+        if fn is None:
+            return x._like(shape, _reduction_dtype(xp, name, x.dtype, kw.get("dtype")))
+        return x._like(shape, _probe(xp, name, fn, (x,), kw))
+
+    function.__name__ = name
+    return function
 
 
 def _reduced(x: Abstract, axis: Any, keepdims: bool) -> tuple[int, ...]:
@@ -398,24 +467,10 @@ class AbstractNamespace:
         if name.startswith("_"):
             raise AttributeError(name)
         xp = self._xp
-        if name in _UNARY_FLOATING:
-            return lambda x, /, **kw: x._like(x.shape, _floating(xp, x.dtype))
-        if name in _UNARY:
-            return lambda x, /, **kw: x._like(x.shape)
-        if name in _UNARY_REAL:
-            return lambda x, /: x._like(x.shape, _real_dtype(xp, x.dtype))
-        if name in _UNARY_BOOL:
-            return lambda x, /: x._like(x.shape, xp.bool)
-        if name == "divide":
-            return lambda x1, x2, /: _true_divide(xp, x1, x2)
-        if name in _BINARY:
-            return lambda x1, x2, /: _result(xp, x1, x2)
-        if name in _BINARY_BOOL:
-            return lambda x1, x2, /: _result(xp, x1, x2, dtype=xp.bool)
+        if name in _ELEMENTWISE:
+            return _elementwise_function(xp, name)
         if name in _REDUCTIONS:
-            return lambda x, /, *, axis=None, keepdims=False, **kw: x._like(
-                _reduced(x, axis, keepdims), _reduction_dtype(xp, name, x.dtype, kw.get("dtype"))
-            )
+            return _reduction_function(xp, name)
         method = getattr(self, "_" + name, None)
         if method is not None:
             return method
@@ -567,15 +622,6 @@ class AbstractNamespace:
     def _roll(self, x: Any, /, shift: Any, *, axis: Any = None) -> Abstract:
         return x._like(x.shape)
 
-    def _where(self, condition: Any, x1: Any, x2: Any, /) -> Abstract:
-        out = _result(self._xp, x1, x2)
-        return Abstract(
-            broadcast_shapes(_shape(condition), out.shape), out.dtype, self._xp, out.device
-        )
-
-    def _clip(self, x: Any, /, min: Any = None, max: Any = None) -> Abstract:  # noqa: A002
-        return x._like(x.shape)
-
     def _matmul(self, x1: Any, x2: Any, /) -> Abstract:
         return x1 @ x2 if isinstance(x1, Abstract) else x2.__rmatmul__(x1)
 
@@ -607,40 +653,11 @@ class AbstractNamespace:
         return x._like(x.shape, self._default("indexing"))
 
 
-_UNARY_FLOATING = {
-    "acos",
-    "acosh",
-    "asin",
-    "asinh",
-    "atan",
-    "atanh",
-    "cos",
-    "cosh",
-    "exp",
-    "expm1",
-    "log",
-    "log1p",
-    "log2",
-    "log10",
-    "sin",
-    "sinh",
-    "sqrt",
-    "tan",
-    "tanh",
-    "reciprocal",
-}
-
-
 def _floating(xp: Any, dtype: Any) -> Any:
     """The dtype of a floating-only function's result: integers become the default float."""
     if xp.isdtype(dtype, ("integral", "bool")):
         return xp.__array_namespace_info__().default_dtypes()["real floating"]
     return dtype
-
-
-def _true_divide(xp: Any, x1: Any, x2: Any) -> Abstract:
-    out = _result(xp, x1, x2)
-    return out._like(out.shape, _floating(xp, out.dtype))
 
 
 def _real_dtype(xp: Any, dtype: Any) -> Any:

@@ -9,6 +9,11 @@ versions of the arrays it keeps for backward as it runs, as ``apply`` does, so a
 write made after ``forward_all`` (a parameter update) makes backward raise, and
 one made before it does not. Writes in the graph (``x[key] = value``) go into a
 copy (see :mod:`agnograd._inplace`).
+
+A result's library and device are known when the graph is built
+(:func:`namespace_of_node`, :func:`device_of_node`), so ``__array_namespace__``,
+``device`` and ``to_device`` of a Variable without data work as they do eagerly,
+and array API code builds the graph.
 """
 
 from __future__ import annotations
@@ -21,8 +26,10 @@ from typing import Any
 from agnograd import _extension, _versions
 from agnograd._abstract import Abstract, DataDependentError
 from agnograd._backend import raw_namespace
+from agnograd._device import Device, device_of
 from agnograd._function import FunctionNode, as_constant, mixed_backends
 from agnograd._graph import functions_of
+from agnograd._transfer import Copy
 from agnograd._variable import Variable, VariableNode, _empty_variable, clear_node_data
 
 # node -> Variables made by `unlinked()` that share its buffer: forward updates them.
@@ -107,6 +114,28 @@ def namespace_of_node(node: VariableNode) -> Any:
         f"{node!r} has neither data nor a creator, so its library is unknown; give the "
         "Variable data (or create it with Variable(shape=..., device=...))"
     )
+
+
+def device_of_node(node: VariableNode) -> Device | None:
+    """The :class:`~agnograd.Device` of a node's data, or where define-then-run will
+    put it: a function's output is on its first input's device, a :class:`Copy`'s on
+    its destination. ``None`` for an uninitialised Variable."""
+    while True:
+        data = node.data
+        if data is not None:
+            return device_of(data)
+        creator = node.creator_node
+        if creator is None:
+            source = _unlinked_source.get(node)
+            if source is None:
+                return None
+            node = source
+        elif isinstance(creator, Copy):
+            return creator.dst
+        elif creator.inputs:
+            node = creator.inputs[0]
+        else:
+            return None
 
 
 def forward_all(

@@ -15,7 +15,7 @@ import warnings
 from contextlib import AbstractContextManager
 from typing import Any
 
-from agnograd import _backend
+from agnograd import _backend, _extension
 from agnograd._adapter import DLPACK_ACCELERATORS, DLPACK_CPU, Adapter
 from agnograd._backend import (
     adapter_for,
@@ -178,8 +178,10 @@ def get_device(spec: Any) -> Device:
         A specifier such as ``'@numpy'``, ``'@cupy:0'``, ``'@torch:cpu'``,
         ``'@torch:cuda:1'``, ``'@jax:cpu:1'``, ``'@array_api_strict:device1'`` or
         ``'@dask'`` (``'@torch'``, ``'@jax'``: the library's default device); a
-        library's own device object (``torch.device('cpu')``); or an array or
-        Variable, whose device is returned.
+        library's own device object (``torch.device('cpu')``); ``'cpu'``, the
+        device array-api-compat names for NumPy arrays, which is ``'@numpy'``
+        (the library whose adapter declares ``fallback_for=("cpu",)``); or an
+        array or Variable, whose device is returned.
 
     Raises
     ------
@@ -194,6 +196,8 @@ def get_device(spec: Any) -> Device:
     Device('@numpy')
     >>> agnograd.get_device(np.zeros(3)) == agnograd.get_device("@numpy")
     True
+    >>> agnograd.get_device("cpu")
+    Device('@numpy')
     >>> agnograd.get_device("@nosuchlib")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -204,9 +208,13 @@ def get_device(spec: Any) -> Device:
     if isinstance(spec, str):
         return _parse(spec)
     if _backend.is_wrapper(spec):  # a Variable
-        if spec.array is None:
+        if spec.array is not None:
+            return device_of(spec.array)
+        # Define-then-run knows a result's device before its data exists.
+        device = None if _extension.transfer is None else spec.device
+        if device is None:
             raise ValueError("get_device: the Variable holds no data, so it has no device")
-        return device_of(spec.array)
+        return device
     if type(spec) in _backend._per_instance or is_array(spec):
         return device_of(spec)
     for adapter in reversed(_backend._adapters()):
@@ -217,6 +225,31 @@ def get_device(spec: Any) -> Device:
         f"specifier ({_EXAMPLES}), a Device, a library's device object or an array "
         f"(installed backends: {', '.join(installed_backends())})"
     )
+
+
+def get_device_for(spec: Any, adapter: Adapter) -> Device:
+    """The :class:`Device` ``spec`` names for an array of ``adapter``'s library.
+
+    As :func:`get_device`, except that a plain name (no ``'@'``) is first read as
+    that library's own spelling of one of its devices, as array API code passes it
+    to the library (``x.to_device("cpu")`` of a torch array is torch's CPU).
+
+    Examples
+    --------
+    >>> import agnograd
+    >>> from agnograd._backend import adapter_named
+    >>> from agnograd._device import get_device_for
+    >>> get_device_for("device1", adapter_named("array_api_strict"))
+    Device('@array_api_strict:device1')
+    >>> get_device_for("cpu", adapter_named("numpy"))
+    Device('@numpy')
+    """
+    if isinstance(spec, str) and spec and not spec.startswith("@"):
+        try:
+            return _from_native(adapter, adapter.find_device(spec))
+        except (ValueError, ImportError):
+            pass  # not a name of this library's: read it as get_device does
+    return get_device(spec)
 
 
 def device_of(array: Any) -> Device:
@@ -247,6 +280,10 @@ def _parse(spec: str) -> Device:
     except KeyError:
         pass
     if not spec.startswith("@"):
+        host = _host_device(spec)
+        if host is not None:
+            _by_spec[spec] = host
+            return host
         raise ValueError(
             f"get_device: {spec!r} is not a device specifier; specifiers start with '@', "
             f"for example {_EXAMPLES} (installed backends: {', '.join(installed_backends())})"
@@ -268,6 +305,20 @@ def _parse(spec: str) -> Device:
     device = _from_native(adapter, native)
     _by_spec[spec] = device
     return device
+
+
+def _host_device(name: str) -> Device | None:
+    """``'cpu'``, as array-api-compat names NumPy's device: the device of that name
+    of the library that stands in for host memory (``fallback_for=("cpu",)``)."""
+    if name != "cpu":
+        return None
+    adapter = _backend.fallback_adapter("cpu")
+    if adapter is None:
+        return None
+    try:
+        return _from_native(adapter, adapter.find_device(name))
+    except (ValueError, ImportError):
+        return None
 
 
 def _listing(adapter: Adapter) -> str:

@@ -98,12 +98,17 @@ class SetItem(FunctionNode):
     the write.
     """
 
-    def __init__(self, key: Any, scalar: Any, copy: bool = False, done: bool = False) -> None:
+    def __init__(
+        self, key: Any, scalar: Any, copy: bool = False, done: bool = False, key_inputs: int = 0
+    ) -> None:
         self.key = key
         self.scalar = scalar  # a Python scalar value, else None
         self.copy = copy  # write into a copy: the array is kept for a backward
         self.done = done
         self._takes_written_inputs = done  # x's memory holds the write already
+        # Define-then-run: the last `key_inputs` inputs are the arrays of the key, which
+        # the graph computes; the key holds a _KeyInput in their places until forward.
+        self.key_inputs = key_inputs
 
     @property
     def label(self) -> str:
@@ -113,6 +118,9 @@ class SetItem(FunctionNode):
         return ((inputs[0].shape, inputs[0].dtype),)
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        if self.key_inputs:
+            self.key = _fill_key(self.key, inputs[-self.key_inputs :])
+            inputs = inputs[: -self.key_inputs]
         x = inputs[0]
         if self.done:
             return (x,)
@@ -143,9 +151,12 @@ class SetItem(FunctionNode):
         xp = namespace_of(gy)
         # The inputs are set (backward runs on a linked node) and have a shape.
         shape: tuple[int, ...] = self.inputs[0].shape  # type: ignore[index, assignment]
-        result = []
+        result: list[Any] = []
+        values = len(self.inputs) - self.key_inputs  # type: ignore[arg-type]
         for i in indexes:
-            if i == 0:
+            if i >= values:
+                result.append(None)  # an array of the key
+            elif i == 0:
                 mask = _written_mask(shape, self.key, gy._data if isinstance(gy, Variable) else gy)
                 result.append(xp.where(mask, xp.zeros_like(gy), gy))
             else:
@@ -363,6 +374,38 @@ def _rebase(var: Variable, views: _Views) -> None:
         _rebind(other, _WrittenThroughView(message).apply((other, var))[0])
 
 
+class _KeyInput:
+    """Where an array of a key goes that define-then-run has not computed yet."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+
+def _graph_key(key: Any) -> tuple[Any, list[Variable]]:
+    """``key`` with each Variable without data replaced by a :class:`_KeyInput`, and
+    those Variables (they become inputs of the SetItem node)."""
+    arrays: list[Variable] = []
+
+    def swap(k: Any) -> Any:
+        if isinstance(k, Variable) and k._data is None:
+            arrays.append(k)
+            return _KeyInput(len(arrays) - 1)
+        return k
+
+    if isinstance(key, tuple):
+        return tuple(swap(k) for k in key), arrays
+    return swap(key), arrays
+
+
+def _fill_key(key: Any, arrays: tuple[Any, ...]) -> Any:
+    def fill(k: Any) -> Any:
+        return arrays[k.index] if isinstance(k, _KeyInput) else k
+
+    return tuple(fill(k) for k in key) if isinstance(key, tuple) else fill(key)
+
+
 def setitem(self: Variable, key: Any, value: Any) -> None:
     """``x[key] = value``: the Variable now holds the written array (see the module)."""
     from agnograd.functions._indexing import normalize_key
@@ -370,8 +413,14 @@ def setitem(self: Variable, key: Any, value: Any) -> None:
     _check_leaf(self, "__setitem__", value)
     views = _views_of(self, value)
     data = self._data
+    # Define-then-run: the arrays of the key that the graph computes become inputs of
+    # the node; the library, device and shape of a result without data are known.
+    key, key_arrays = _graph_key(key)
     if data is not None:
         key = normalize_key(key, raw_namespace(data), _device(data), len(data.shape))
+    elif self._node.creator_node is not None:
+        ndim = len(self._node.shape or ())
+        key = normalize_key(key, self.xp, getattr(self.device, "native", None), ndim)
     if not MODE.get()[AUTO_FORWARD]:
         copy = True  # define-then-run (see the module)
     else:
@@ -380,10 +429,11 @@ def setitem(self: Variable, key: Any, value: Any) -> None:
         creator = self._node.creator_node
         saved = creator._saved_outputs if creator is not None else None
         copy = saved is not None and any(a is data for a in saved)
+    n = len(key_arrays)
     if type(value) in SCALARS:
-        out = SetItem(key, value, copy).apply((self,))[0]
+        out = SetItem(key, value, copy, key_inputs=n).apply((self, *key_arrays))[0]
     else:
-        out = SetItem(key, None, copy).apply((self, value))[0]
+        out = SetItem(key, None, copy, key_inputs=n).apply((self, value, *key_arrays))[0]
     _rebind(self, out)
     if views is not None and out._data is data and out._node.creator_node is not None:
         _rebase(self, views)  # written in place, into memory that others view

@@ -22,7 +22,7 @@ from agnograd import _backend, _extension
 from agnograd._abstract import Abstract
 from agnograd._adapter import Adapter
 from agnograd._backend import backend_name, dtype_name, installed_backends
-from agnograd._device import Device, device_of, get_device, transfer, view
+from agnograd._device import Device, device_of, get_device, get_device_for, transfer, view
 from agnograd._function import FunctionNode
 from agnograd._variable import Variable
 
@@ -35,18 +35,30 @@ _origins: dict[int, tuple[weakref.ref[Variable], Device]] = {}
 
 
 def device(self: Variable) -> Device | None:
-    """``Variable.device``."""
+    """``Variable.device``: the data's, or for a result of define-then-run not yet
+    computed, where its data will be."""
     data = self._data
-    return None if data is None else device_of(data)
+    if data is not None:
+        return device_of(data)
+    if self._node.creator_node is None:
+        return None  # uninitialised
+    return _extension.define_then_run.device_of_node(self._node)
 
 
 def to_device(self: Variable, device: Any, /, *, stream: Any = None) -> Variable:
-    """``Variable.to_device``."""
-    dst = get_device(device)
+    """``Variable.to_device``: a leaf moves in place (Chainer); a function's output
+    gives a new Variable, the differentiable :class:`Copy` (array API code)."""
+    if self._node.creator_node is not None:
+        here = _device_of_variable(self, "to_device")
+        dst = get_device_for(device, here.adapter)
+        return self if dst == here else Copy(here, dst).apply((self,))[0]
     data = _data_of(self, "to_device")
-    if data is None or _is_on(self, dst):
+    if data is None:
+        get_device(device)  # still say what is wrong with the device
         return self
-    _check_movable(self, "to_device", dst)
+    dst = get_device_for(device, device_of(data).adapter)
+    if _is_on(self, dst):
+        return self
     grad = self.grad
     new_data = transfer(data, dst, stream=stream)
     new_grad = None if grad is None else transfer(grad, dst, stream=stream)
@@ -296,6 +308,9 @@ class Copy(FunctionNode):
         self.copy = copy
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        # Where the input is now: define-then-run may feed a graph's leaves with data
+        # elsewhere than when it was built, and backward sends the gradient there.
+        self.src = device_of(inputs[0])
         if self.copy is False:
             return (view(inputs[0], self.dst),)
         return (transfer(inputs[0], self.dst, copy=self.copy),)
@@ -338,10 +353,8 @@ def copy(x: Any, device: Any) -> Variable:
     >>> x.grad
     array([2., 4.])
     """
-    data = x._data if isinstance(x, Variable) else x
-    if data is None:
-        raise ValueError("copy: the input Variable holds no data (uninitialised)")
-    return Copy(device_of(data), get_device(device)).apply((x,))[0]
+    here = _device_of_variable(x, "copy") if isinstance(x, Variable) else device_of(x)
+    return Copy(here, get_device(device)).apply((x,))[0]
 
 
 # ---------------------------------------------------------------------------------
@@ -441,15 +454,11 @@ def _in_library(raw_namespace: Any, x: Variable) -> bool:
 
 
 def _device_of_variable(x: Variable, op: str) -> Device:
-    data = x._data
-    if data is None:
-        if x._node.creator_node is not None:
-            raise RuntimeError(
-                f"{op}: {x._describe()} has no values yet (define-then-run), so its device "
-                "is not known; run forward first, or move the graph's inputs instead"
-            )
+    """The device of ``x``'s data, or of a define-then-run result, where it will be."""
+    here = device(x)
+    if here is None:
         raise ValueError(f"{op}: the input Variable holds no data (uninitialised)")
-    return device_of(data)
+    return here
 
 
 @functools.cache
@@ -477,7 +486,7 @@ def _destination(raw_namespace: Any, here: Device, device: Any, op: str) -> Devi
         default = library.get_default_device()
         return next((d for d in same if d == default), same[0] if same else None)
     try:
-        dst = get_device(device)
+        dst = get_device_for(device, library)
     except ValueError:
         # The library's own spelling of a device ("cpu", "cuda:1"): it knows where.
         dst = device_of(raw_namespace.empty((0,), device=device))

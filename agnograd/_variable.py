@@ -305,8 +305,12 @@ class Variable(Operators, Printing, NnablaInterface):
 
     @property
     def xp(self) -> Any:
-        """The raw array API namespace of the data (``array_api_compat.numpy``, ...)."""
-        return raw_namespace(self._data)
+        """The raw array API namespace of the data (``array_api_compat.numpy``, ...);
+        for a result of define-then-run not yet computed, that of its library."""
+        data = self._data
+        if data is None:
+            return _extension.define_then_run.namespace_of_node(self._node)
+        return raw_namespace(data)
 
     @property
     def label(self) -> str:
@@ -589,9 +593,12 @@ class Variable(Operators, Printing, NnablaInterface):
         >>> y.backward(); x.grad
         array([2.71828183, 7.3890561 ])
         """
-        if self._data is None:
-            raise RuntimeError(f"__array_namespace__: {self._describe()} holds no data yet")
-        return _extension.namespace(raw_namespace(self._data))
+        data = self._data
+        if data is None:
+            # Define-then-run: the library of a result is decided when the graph is
+            # built, so array API code builds the graph as it would compute eagerly.
+            return _extension.namespace(_extension.define_then_run.namespace_of_node(self._node))
+        return _extension.namespace(raw_namespace(data))
 
     # -- devices and views: agnograd._transfer, through the extension point ------
 
@@ -608,13 +615,20 @@ class Variable(Operators, Printing, NnablaInterface):
         return _extension.transfer.device(self)
 
     def to_device(self, device: Any, /, *, stream: Any = None) -> Variable:
-        """Move the data and the gradient to ``device``, in place; return the Variable.
+        """Move to ``device``: a leaf in place (Chainer), a function's output into a new
+        Variable that gradients flow back through (the array API standard).
 
-        ``device`` is anything :func:`agnograd.get_device` accepts, of any library:
-        ``x.to_device('@torch:cpu')`` turns a NumPy Variable into a torch one. The graph
-        stays: gradients computed later land on the new device. Moving the output of a
-        function that backward still needs is an error; use
-        :func:`agnograd.functions.copy` for a transfer that gradients flow through.
+        ``device`` is anything :func:`agnograd.get_device` accepts, of any library
+        (``x.to_device('@torch:cpu')`` turns a NumPy Variable into a torch one), or
+        the library's own name of one of its devices (``'cpu'``, ``'cuda:1'``).
+
+        A leaf (a Variable no function made) moves its data and gradient in place and
+        is returned; the graph stays, and gradients computed later land on the new
+        device. The output of a function is left where it is: the result is a new
+        Variable on ``device``, made by :func:`agnograd.functions.copy`, whose gradient
+        goes back to the original device. That is what array API code that calls
+        ``x.to_device(d)`` on its intermediate results expects, and it works in
+        define-then-run before the data exist.
 
         Examples
         --------
@@ -624,6 +638,14 @@ class Variable(Operators, Printing, NnablaInterface):
         True
         >>> x.device, x.grad.device
         (Device('@array_api_strict:device1'), array_api_strict.Device('device1'))
+        >>> x.cleargrad()
+        >>> h = x * 3
+        >>> y = h.to_device("@array_api_strict:device2")
+        >>> y is h, y.device, h.device
+        (False, Device('@array_api_strict:device2'), Device('@array_api_strict:device1'))
+        >>> agnograd.functions.sum(y * y).backward()
+        >>> x.grad.device, float(x.grad[0]), float(x.grad[1])
+        (array_api_strict.Device('device1'), 18.0, 36.0)
         """
         return _extension.transfer.to_device(self, device, stream=stream)
 
@@ -760,7 +782,9 @@ class Variable(Operators, Printing, NnablaInterface):
         return float(flat)
 
     def __len__(self) -> int:
-        shape = self._data.shape
+        shape = self.shape
+        if shape is None:
+            raise TypeError(f"len() of {self._describe()}, which has no shape (uninitialised)")
         if not shape:
             raise TypeError("len() of a 0-d Variable is undefined (it has no first axis)")
         return int(shape[0])
@@ -777,7 +801,7 @@ class Variable(Operators, Printing, NnablaInterface):
         >>> [row.array for row in agnograd.Variable(np.array([[1.0], [2.0]]))]
         [array([1.]), array([2.])]
         """
-        if self._data is not None and not self._data.shape:
+        if self.shape == ():
             raise TypeError("iteration over a 0-d Variable (it has no first axis to iterate over)")
         return (self[i] for i in range(len(self)))
 

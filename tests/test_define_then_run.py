@@ -1060,3 +1060,45 @@ def test_clearing_options_reach_the_theoretical_minimum_of_memory():
     kept = record["minimum_bytes"]["training_kept"]
     assert results["dtr forward()+backward()"]["peak_bytes"] > kept  # all buffers stay
     assert results["eager backward()"]["peak_bytes"] < 1.1 * kept
+
+
+# -- a result without data knows its library, device and shape --------------------------
+
+
+def test_a_result_without_data_answers_what_array_api_code_asks(backend):
+    x = backend.variable([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], need_grad=True)
+    with agnograd.auto_forward(False):
+        h = F.exp(x)
+        assert h.array is None
+        assert h.__array_namespace__() is x.__array_namespace__()
+        assert h.xp is x.xp
+        assert h.device == x.device
+        assert agnograd.get_device(h) == x.device
+        assert len(h) == 3
+        rows = list(h)  # each row is in the graph
+        total = F.sum(rows[0] + rows[2])
+    assert all(r.array is None for r in rows)
+    total.forward()
+    total.backward()
+    expected = np.zeros((3, 2), np.float32)
+    expected[[0, 2]] = np.exp([[1.0, 2.0], [5.0, 6.0]])
+    backend.assert_close(x.grad, expected)
+
+
+def test_a_0d_result_without_data_has_no_length():
+    x = Variable(np.float32(2.0) * np.ones((), np.float32))
+    with agnograd.auto_forward(False):
+        h = F.exp(x)
+    with pytest.raises(TypeError, match="0-d"):
+        len(h)
+    with pytest.raises(TypeError, match="0-d"):
+        iter(h)
+
+
+def test_an_uninitialised_variable_has_no_library():
+    v = Variable()
+    assert v.device is None
+    with pytest.raises(RuntimeError, match="neither data nor a creator"):
+        v.__array_namespace__()
+    with pytest.raises(TypeError, match="no shape"):
+        len(v)

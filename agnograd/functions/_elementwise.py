@@ -37,6 +37,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from agnograd._abstract import register_elementwise
 from agnograd._backend import SCALARS
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
@@ -418,6 +419,8 @@ def clip(x: Any, /, min: Any = None, max: Any = None) -> Variable:  # noqa: A002
 #: and its tables (the namespace's come from agnograd.functions._table, which gathers
 #: every chapter's rows).
 CHAPTER = chapter(UNARY_ROWS, BINARY_ROWS, ROWS)
+# Define-then-run finds their results' shapes and dtypes by one rule (_abstract).
+register_elementwise(*(name for name, row in CHAPTER.items() if row.standard))
 DIFFERENTIABLE, NON_DIFFERENTIABLE = namespace_tables(CHAPTER)
 
 # Derived from the rows. Type checkers cannot evaluate it and take the module's public

@@ -89,9 +89,16 @@ _TAKES_ARRAYS = {"result_type", "can_cast", "finfo", "iinfo"}
 def _unwrapping(name: str, fn: Any) -> Any:
     return forwarding(
         name,
-        lambda *args: fn(*[a._data if isinstance(a, Variable) else a for a in args]),
+        lambda *args: fn(*[_dtype_query_argument(a) for a in args]),
         f"``{name}`` of the backend, given the arrays of Variables.",
     )
+
+
+def _dtype_query_argument(a: Any) -> Any:
+    """A Variable's array; its dtype while define-then-run has not computed it."""
+    if isinstance(a, Variable):
+        return a.dtype if a._data is None else a._data
+    return a
 
 
 class Namespace:
