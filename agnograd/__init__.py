@@ -21,6 +21,7 @@ from agnograd import (
 )
 from agnograd._adapter import Adapter
 from agnograd._backend import register_adapter
+from agnograd._checkpoint import checkpoint
 from agnograd._config import (
     auto_forward,
     config,
@@ -57,6 +58,7 @@ __all__ = [
     "auto_forward",
     "backward",
     "build_computational_graph",
+    "checkpoint",
     "computational_graph",
     "config",
     "force_backprop_mode",

@@ -36,6 +36,7 @@ BENCHMARKS = {
     "memory": ("bench_memory.py", False),
     "views": ("bench_views.py", True),
     "long_chain": ("bench_long_chain.py", False),
+    "checkpoint": ("bench_checkpoint.py", True),
 }
 
 

@@ -30,7 +30,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     commands = {
         "timing": [
             *("run_all.py", "--quick", "--rounds", "1", "--same-process"),
-            *("--only", "overhead,namespace,mlp,long_chain", "--out", str(records)),
+            *("--only", "overhead,namespace,mlp,long_chain,checkpoint", "--out", str(records)),
             *("--plot", str(records.with_suffix(".png"))),
         ],
         "memory": ["bench_memory.py", "--quick"],
@@ -109,6 +109,15 @@ def test_long_chain_runs(outputs: dict[str, Any]) -> None:
     assert rec["ops"] == 1000
     assert rec["forward_s"] > 0
     assert rec["backward_s"] > 0
+
+
+def test_checkpoint_benchmark_runs(outputs: dict[str, Any]) -> None:
+    rec = outputs["checkpoint"]
+    assert rec["benchmark"] == "checkpoint"
+    assert rec["quick"] is True
+    assert set(rec["memory"]) == {"plain", "checkpoint"}
+    assert all(m["peak_bytes"] > 0 for m in rec["memory"].values())
+    assert rec["ms_per_step_median"]["checkpoint"] > 0
 
 
 def test_plot_is_drawn_where_matplotlib_is_installed(outputs: dict[str, Any]) -> None:

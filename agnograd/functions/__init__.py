@@ -15,6 +15,7 @@ Examples
 array([[3., 0.]])
 """
 
+from agnograd._checkpoint import forget
 from agnograd._transfer import copy
 from agnograd.functions import _misc, _nn, _rows, _table
 from agnograd.functions._binary import *  # noqa: F403 - each __all__ comes from the rows
@@ -37,9 +38,11 @@ from agnograd.functions._statistical import *  # noqa: F403
 from agnograd.functions._unary import *  # noqa: F403
 from agnograd.functions._utility import *  # noqa: F403
 
-# An extra written out above the functions' layer (it moves Variables between devices).
+# Extras written out above the functions' layer: copy moves Variables between devices,
+# forget (Chainer's name for agnograd.checkpoint) recomputes a block in backward.
 _ROWS = _rows.Rows(__name__)
 _ROWS.declare("copy", standard=False)(copy)
+_ROWS.declare("forget", standard=False)(forget)
 
 # The functions the modules' rows declare, under the names the modules bind them to
 # (their __all__; see _rows.py): those with a gradient outside the linalg and fft

@@ -1,0 +1,461 @@
+"""``agnograd.checkpoint`` / ``agnograd.functions.forget``: gradients through a block
+recomputed in backward equal those of the block itself, at first and second order,
+on every backend; the block's intermediate arrays are not kept; closed-over
+parameters get their gradients; misuse raises errors that say what to do."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import agnograd
+import agnograd.functions as F
+from agnograd import Variable
+from agnograd._checkpoint import Checkpoint, checkpoint, forget
+from agnograd.testing import check_backward, check_double_backward
+
+RTOL = {"float64": 1e-10, "float32": 1e-5}
+
+
+def _dtype(backend: Any) -> str:
+    """float64, or float32 on JAX without its x64 mode."""
+    return backend.narrow_and_wide()[1]
+
+
+def _close(backend: Any, actual: Any, expected: Any) -> None:
+    dtype = _dtype(backend)
+    backend.assert_close(actual, backend.to_numpy(expected), rtol=RTOL[dtype], atol=RTOL[dtype])
+
+
+class Counted:
+    """A block ``tanh(x @ w + b) * 2 - x`` closing over ``w``; counts its calls."""
+
+    def __init__(self, w: Variable) -> None:
+        self.w = w
+        self.calls = 0
+        self.__name__ = "block"
+
+    def __call__(self, x: Any, b: Any) -> Variable:
+        self.calls += 1
+        return F.tanh(F.matmul(x, self.w) + b) * 2 - x
+
+
+def _grads(outputs: list[Variable], inputs: list[Variable], double: bool) -> list[Any]:
+    return agnograd.grad(outputs, inputs, enable_double_backprop=double)
+
+
+# -- gradients equal those of the block itself ------------------------------------
+
+
+@settings(max_examples=5, deadline=None)
+@given(data=st.data())
+def test_gradients_equal_the_unchecked_block(backend: Any, data: st.DataObject) -> None:
+    rows, n = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    dtype = _dtype(backend)
+    x = backend.variable(rng.uniform(-1, 1, (rows, n)), dtype)
+    w = backend.variable(rng.uniform(-1, 1, (n, n)), dtype)
+    b = backend.variable(rng.uniform(-1, 1, (n,)), dtype)
+    block = Counted(w)
+
+    def loss(y: Variable) -> Variable:
+        return F.sum(y * y)
+
+    want = _grads([loss(block(x, b))], [x, w, b], double=True)
+    want2 = _grads([sum((F.sum(g * g) for g in want[1:]), F.sum(want[0]))], [x, w, b], False)
+    block.calls = 0
+    got = _grads([loss(checkpoint(block, x, b))], [x, w, b], double=True)
+    assert block.calls == 1 + 1  # forward, then the recomputation in backward
+    got2 = _grads([sum((F.sum(g * g) for g in got[1:]), F.sum(got[0]))], [x, w, b], False)
+    for g, r in zip([*got, *got2], [*want, *want2], strict=True):
+        _close(backend, g, r)
+
+
+def test_backward_and_leaf_gradients(backend: Any) -> None:
+    dtype = _dtype(backend)
+    x = backend.variable([[0.5, -1.0], [2.0, 0.25]], dtype)
+    w = backend.variable([[1.0, -0.5], [0.3, 0.7]], dtype)
+    b = backend.variable([0.1, -0.2], dtype)
+    block = Counted(w)
+    F.sum(block(x, b) ** 2).backward()
+    want = [backend.to_numpy(v.grad).copy() for v in (x, w, b)]
+    for v in (x, w, b):
+        v.cleargrad()
+    y = checkpoint(block, x, b)
+    assert isinstance(y.creator, Checkpoint)
+    F.sum(y**2).backward()
+    for v, expected in zip((x, w, b), want, strict=True):
+        _close(backend, v.grad, expected)
+
+
+def test_check_backward_and_double_backward(backend: Any) -> None:
+    if backend.name == "jax":
+        pytest.skip("the numerical checks want float64, which JAX lacks without x64")
+    rng = np.random.default_rng(0)
+    w = backend.variable(rng.uniform(-1, 1, (3, 3)), "float64")
+    x, b = (backend.asarray(rng.uniform(-1, 1, s), "float64") for s in ((2, 3), (3,)))
+    gy, ggx, ggb = (
+        backend.asarray(rng.uniform(-1, 1, s), "float64") for s in ((2, 3), (2, 3), (3,))
+    )
+    ggw = backend.asarray(rng.uniform(-1, 1, (3, 3)), "float64")
+    block = Counted(w)
+    check_backward(lambda x, b: checkpoint(block, x, b), (x, b), gy, params=w)
+    check_double_backward(
+        lambda x, b: checkpoint(block, x, b), (x, b), gy, (ggx, ggb), params=w, params_grad_grad=ggw
+    )
+
+
+def test_third_order() -> None:
+    x = Variable(np.array([0.5, 2.0]))
+    y = checkpoint(lambda a: a**4, x)
+    (g1,) = agnograd.grad([F.sum(y)], [x], enable_double_backprop=True)
+    (g2,) = agnograd.grad([F.sum(g1)], [x], enable_double_backprop=True)
+    (g3,) = agnograd.grad([F.sum(g2)], [x])
+    np.testing.assert_allclose(g1.array, 4 * x.array**3)
+    np.testing.assert_allclose(g2.array, 12 * x.array**2)
+    np.testing.assert_allclose(g3.array, 24 * x.array)
+
+
+def test_second_order_with_respect_to_a_parameter_only() -> None:
+    # The second backward asks for w alone; the first-order gradient of x (which
+    # depends on w) must still be computed inside it.
+    x = Variable(np.array([0.3, -0.7]))
+    w = Variable(np.array([1.5, 0.5]))
+
+    def block(a: Variable) -> Variable:
+        return F.sin(a * w)
+
+    def second(y: Variable) -> Any:
+        gx, gw = agnograd.grad([F.sum(y)], [x, w], enable_double_backprop=True)
+        return agnograd.grad([F.sum(gx * gx) + F.sum(gw)], [w])[0].array
+
+    np.testing.assert_allclose(second(checkpoint(block, x)), second(block(x)))
+
+
+def test_gradient_of_a_subset_of_the_inputs() -> None:
+    x = Variable(np.array([0.3, -0.7]))
+    w = Variable(np.array([1.5, 0.5]))
+    (gw,) = agnograd.grad([F.sum(checkpoint(lambda a: F.exp(a * w), x))], [w])
+    np.testing.assert_allclose(gw.array, x.array * np.exp(x.array * w.array))
+
+
+def test_an_output_that_depends_on_no_requested_input() -> None:
+    # Asked for x alone, the recomputation gives y * 3 no gradient: it adds nothing.
+    x, y = Variable(np.array([1.0, 2.0])), Variable(np.array([3.0, 4.0]))
+    a, b = checkpoint(lambda u, v: (u * 2, v * 3), x, y)
+    (gx,) = agnograd.grad([F.sum(a) + F.sum(b)], [x])
+    np.testing.assert_allclose(gx.array, [2.0, 2.0])
+
+
+def test_dask() -> None:
+    da = pytest.importorskip("dask.array")
+    x = Variable(da.from_array(np.array([[0.5, -1.0], [2.0, 0.25]])))
+    w = Variable(da.from_array(np.array([[1.0, -0.5], [0.3, 0.7]])))
+    block = Counted(w)
+    b = Variable(da.from_array(np.array([0.1, -0.2])))
+    want = _grads([F.sum(block(x, b) ** 2)], [x, w, b], double=False)
+    got = _grads([F.sum(checkpoint(block, x, b) ** 2)], [x, w, b], double=False)
+    for g, r in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g.array), np.asarray(r.array))
+
+
+# -- what the block receives and returns --------------------------------------------
+
+
+def test_tuple_and_list_outputs(backend: Any) -> None:
+    dtype = _dtype(backend)
+    x = backend.variable([0.5, -1.0, 2.0], dtype)
+
+    def pair(a: Variable) -> tuple[Variable, Variable]:
+        return F.exp(a), a * a
+
+    y, z = checkpoint(pair, x)
+    assert y.creator is z.creator
+    (gx,) = agnograd.grad([F.sum(y) + F.sum(z * 3)], [x])
+    _close(backend, gx, np.exp(backend.to_numpy(x)) + 6 * backend.to_numpy(x))
+    # An output that receives no gradient is left out of the recomputed backward.
+    (gx,) = agnograd.grad([F.sum(checkpoint(pair, x)[1])], [x])
+    _close(backend, gx, 2 * backend.to_numpy(x))
+    result = checkpoint(lambda a: [a * 2, a + 1], x)
+    assert isinstance(result, list)
+    assert len(result) == 2
+
+
+def test_outputs_without_a_gradient_are_not_linked() -> None:
+    x = Variable(np.array([0.5, -1.0]))
+    y, mask = checkpoint(lambda a: (a * 3, a > 0), x)
+    assert mask.creator is None
+    assert not mask.requires_grad
+    assert isinstance(y.creator, Checkpoint)
+    y.grad = np.ones(2)
+    y.backward()
+    np.testing.assert_allclose(x.grad, [3.0, 3.0])
+
+
+def test_raw_arrays_keywords_and_other_arguments_pass_through() -> None:
+    x = Variable(np.array([0.5, -1.0]))
+    seen: list[tuple[Any, ...]] = []
+
+    def block(a: Variable, c: np.ndarray, scale: float, *, shift: Variable, tag: str) -> Variable:
+        seen.append((type(c), scale, tag))
+        return a * c * scale + shift
+
+    shift = Variable(np.array([1.0, 2.0]))
+    y = checkpoint(block, x, np.array([2.0, 3.0]), 0.5, shift=shift, tag="t")
+    F.sum(y).backward()
+    np.testing.assert_allclose(x.grad, [1.0, 1.5])
+    np.testing.assert_allclose(shift.grad, [1.0, 1.0])
+    assert seen == [(np.ndarray, 0.5, "t")] * 2
+
+
+def test_a_block_returning_its_input() -> None:
+    x = Variable(np.array([0.5, -1.0]))
+    y = checkpoint(lambda a: a, x)
+    F.sum(y * y).backward()
+    np.testing.assert_allclose(x.grad, [1.0, -2.0])
+
+
+def test_the_same_variable_twice() -> None:
+    x = Variable(np.array([0.5, -1.0]))
+    F.sum(checkpoint(lambda a, b: a * b, x, x)).backward()
+    np.testing.assert_allclose(x.grad, 2 * x.array)
+
+
+def test_forget_is_checkpoint_with_chainers_signature() -> None:
+    x = Variable(np.array([0.5, -1.0]))
+    y = forget(lambda a, b: F.exp(a) * b, x, np.array([2.0, 3.0]))
+    F.sum(y).backward()
+    np.testing.assert_allclose(x.grad, np.exp(x.array) * [2.0, 3.0])
+
+
+def test_nothing_to_differentiate_builds_no_node() -> None:
+    x = Variable(np.array([0.5, -1.0]), requires_grad=False)
+    assert checkpoint(F.exp, x).creator is None
+    calls = []
+    with agnograd.no_backprop_mode():
+        y = checkpoint(lambda a: calls.append(1) or a * 2, Variable(np.ones(2)))
+    assert y.creator is None
+    assert calls == [1]
+
+
+def test_public_names() -> None:
+    assert agnograd.checkpoint is checkpoint
+    assert F.forget is forget
+    assert "checkpoint" in agnograd.__all__
+    assert "forget" in F.__all__
+
+
+# -- parameters the block closes over -------------------------------------------------
+
+
+def test_closed_over_parameter_gets_its_gradient() -> None:
+    w = Variable(np.array([2.0, -1.0]), name="w")
+    x = Variable(np.array([0.5, 3.0]), requires_grad=False)  # data: only w needs a gradient
+    y = checkpoint(lambda a: F.sum(F.tanh(a * w)), x)
+    y.backward()
+    np.testing.assert_allclose(w.grad, x.array * (1 - np.tanh(x.array * w.array) ** 2))
+    assert x.grad is None
+
+
+def test_parameters_in_a_list_argument() -> None:
+    ws = [Variable(np.array([2.0])), Variable(np.array([3.0]))]
+
+    def block(a: Variable, params: list[Variable]) -> Variable:
+        for p in params:
+            a = a * p
+        return a
+
+    x = Variable(np.array([0.5]))
+    checkpoint(block, x, ws).backward()
+    np.testing.assert_allclose([ws[0].grad, ws[1].grad, x.grad], [[1.5], [1.0], [6.0]])
+
+
+def test_closed_over_intermediate_result() -> None:
+    v = Variable(np.array([2.0, -1.0]))
+    h = v * v  # computed outside the block, read inside it
+    x = Variable(np.array([0.5, 3.0]))
+    F.sum(checkpoint(lambda a: a * h, x)).backward()
+    np.testing.assert_allclose(x.grad, h.array)
+    np.testing.assert_allclose(v.grad, 2 * v.array * x.array)
+
+
+def test_closed_over_result_and_its_source_is_refused() -> None:
+    v = Variable(np.array([2.0, -1.0]))
+    h = v * 3
+    x = Variable(np.array([0.5, 3.0]))
+    with pytest.raises(ValueError, match=r"checkpoint: .* pass the computed one to checkpoint"):
+        checkpoint(lambda a: a * h + v, x)
+    # passed as an argument instead, it works
+    F.sum(checkpoint(lambda a, g: a * g + v, x, h)).backward()
+    np.testing.assert_allclose(v.grad, 3 * x.array + 1)
+
+
+def test_no_gradient_is_silently_missing() -> None:
+    # Every Variable the block reads that requires a gradient gets one, argument or not.
+    rng = np.random.default_rng(1)
+    params = [Variable(rng.uniform(-1, 1, (3, 3))) for _ in range(3)]
+    extra = Variable(rng.uniform(-1, 1, (3,)))
+
+    def block(a: Variable) -> Variable:
+        for p in params:
+            a = F.tanh(F.matmul(a, p))
+        return a + extra
+
+    x = Variable(rng.uniform(-1, 1, (2, 3)))
+    want = _grads([F.sum(block(x))], [x, *params, extra], double=False)
+    got = _grads([F.sum(checkpoint(block, x))], [x, *params, extra], double=False)
+    for g, r in zip(got, want, strict=True):
+        assert g is not None
+        np.testing.assert_allclose(g.array, r.array)
+
+
+# -- nesting and memory -----------------------------------------------------------------
+
+
+def test_nested_checkpoints() -> None:
+    rng = np.random.default_rng(2)
+    w = Variable(rng.uniform(-1, 1, (3, 3)))
+    inner = Counted(w)
+    b = Variable(rng.uniform(-1, 1, (3,)))
+
+    def outer(a: Variable) -> Variable:
+        return checkpoint(inner, checkpoint(inner, a, b), b) * 0.5
+
+    x = Variable(rng.uniform(-1, 1, (2, 3)))
+    want = _grads([F.sum(outer(x) ** 2)], [x, w, b], double=True)
+    want2 = _grads([F.sum(want[0] * want[1][:2])], [x, w, b], double=False)
+    inner.calls = 0
+    got = _grads([F.sum(checkpoint(outer, x) ** 2)], [x, w, b], double=True)
+    got2 = _grads([F.sum(got[0] * got[1][:2])], [x, w, b], double=False)
+    for g, r in zip([*got, *got2], [*want, *want2], strict=True):
+        np.testing.assert_allclose(g.array, r.array)
+
+
+def test_nested_forward_counts() -> None:
+    w = Variable(np.array([0.5, 2.0]))
+    inner = Counted(w)
+    x = Variable(np.array([1.0, -1.0]))
+    y = checkpoint(lambda a: checkpoint(inner, a, 0.0), x)
+    assert inner.calls == 1
+    F.sum(y).backward()
+    # the outer recomputation runs the inner forward again, the inner backward once more
+    assert inner.calls == 3
+
+
+def test_intermediate_arrays_are_not_kept() -> None:
+    kept: list[weakref.ref[np.ndarray]] = []
+
+    def block(a: Variable) -> Variable:
+        for _ in range(5):
+            a = F.tanh(a * 1.5)
+            kept.append(weakref.ref(a.array))
+        return a * 2
+
+    x = Variable(np.linspace(-1, 1, 1000))
+    y = block(x)
+    gc.collect()
+    assert all(r() is not None for r in kept)  # without checkpoint, tanh keeps its outputs
+    del y
+    kept.clear()
+    y = checkpoint(block, x)
+    gc.collect()
+    assert len(kept) == 5
+    assert all(r() is None for r in kept)
+    F.sum(y).backward()
+    recomputed = kept[5:]
+    gc.collect()
+    assert len(recomputed) == 5
+    assert all(r() is None for r in recomputed)
+
+
+class CountedNode(agnograd.FunctionNode):
+    """``2 x`` whose forward counts its calls."""
+
+    calls = 0
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        CountedNode.calls += 1
+        return (inputs[0] * 2,)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (grad_outputs[0] * 2,)
+
+
+def test_the_block_runs_once_forward_and_once_in_backward() -> None:
+    CountedNode.calls = 0
+    x = Variable(np.array([1.0, 2.0]))
+    y = checkpoint(lambda a: CountedNode().apply((a,))[0] + 1, x)
+    assert CountedNode.calls == 1
+    F.sum(y).backward()
+    assert CountedNode.calls == 2
+    np.testing.assert_allclose(x.grad, [2.0, 2.0])
+
+
+def test_outer_backward_with_clear_buffer() -> None:
+    x = Variable(np.array([1.0, 2.0]))
+    F.sum(checkpoint(F.exp, x) * 2).backward(clear_buffer=True)
+    np.testing.assert_allclose(x.grad, 2 * np.exp(x.array))
+
+
+# -- errors ---------------------------------------------------------------------------
+
+
+def test_f_must_be_callable() -> None:
+    x = Variable(np.ones(2))
+    with pytest.raises(TypeError, match=r"checkpoint\(f, \*args\): f must be callable"):
+        checkpoint(F.exp(x), x)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("returned", [np.ones(2), (), "text", None])
+def test_f_must_return_variables(returned: Any) -> None:
+    x = Variable(np.ones(2))
+    with pytest.raises(TypeError, match=r"checkpoint: <lambda> returned .* Variable"):
+        checkpoint(lambda a: returned, x)
+
+
+def test_recomputation_with_other_shapes_is_refused() -> None:
+    sizes = iter([2, 3])
+    x = Variable(np.ones(4))
+    y = checkpoint(lambda a: a[: next(sizes)] * 2, x)
+    with pytest.raises(RuntimeError, match=r"Checkpoint\(<lambda>\): recomputing .* same thing"):
+        F.sum(y).backward()
+
+
+def test_recomputation_reading_another_variable_is_refused() -> None:
+    params = [Variable(np.array([2.0]))]
+    x = Variable(np.array([1.0]))
+    y = checkpoint(lambda a: a * params[0], x)
+    params[0] = Variable(np.array([3.0]))  # the block now reads another Variable
+    with pytest.raises(RuntimeError, match=r"read a Variable \(\(1\), float64\) that the forward"):
+        y.backward()
+
+
+def test_parameter_given_a_new_array_before_backward_is_refused() -> None:
+    w = Variable(np.array([2.0]))
+    x = Variable(np.array([1.0]))
+    y = checkpoint(lambda a: a * w, x)
+    w.array = np.array([5.0])  # an update before backward
+    with pytest.raises(RuntimeError, match=r"was given a new array between forward and backward"):
+        y.backward()
+
+
+def test_input_written_in_place_before_backward_is_refused() -> None:
+    x = Variable(np.array([1.0, 2.0]))
+    y = checkpoint(lambda a: a * a, x)
+    with agnograd.no_backprop_mode():  # an update in place: it bumps x's memory version
+        x[0] = 5.0
+    with pytest.raises(RuntimeError, match=r"Checkpoint\(<lambda>\): saved input 0 was overwr"):
+        F.sum(y).backward()
+
+
+def test_define_then_run_is_refused() -> None:
+    x = Variable(np.ones(2))
+    refused = pytest.raises(RuntimeError, match=r"checkpoint: not available with auto_forward off")
+    with agnograd.auto_forward(False), refused:
+        checkpoint(F.exp, x)
