@@ -46,6 +46,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_checkpoint",
             "_graph_picture",
             "computational_graph",
+            "interop",
+            "interop.*",
         },
     ),
 ]
