@@ -17,6 +17,7 @@ from agnograd import (
     _operators,  # noqa: F401 - the functions behind Variable's operators
     _transfer,  # noqa: F401 - Variable.to_device, view, to_chx, ...
     computational_graph,
+    functional,
     functions,
 )
 from agnograd._adapter import Adapter
@@ -63,6 +64,7 @@ __all__ = [
     "config",
     "force_backprop_mode",
     "forward_all",
+    "functional",
     "functions",
     "get_auto_forward",
     "get_device",

@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "testing",
             "testing.*",
             "functional",
+            "_transforms",
             "_checkpoint",
             "_graph_picture",
             "computational_graph",
