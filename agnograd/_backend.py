@@ -57,8 +57,19 @@ def register_per_instance(cls: type) -> None:
 
 
 def dtype_name(dtype: Any) -> str:
-    """Short dtype name without the library prefix (``float32``, not ``torch.float32``)."""
-    return str(dtype).rsplit(".", 1)[-1]
+    """Short name of a dtype of any library, without the library prefix (``float32``,
+    not ``torch.float32``); also of NumPy's and JAX's scalar types (``numpy.float32``),
+    which their namespaces give as dtypes.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from agnograd._backend import dtype_name
+    >>> dtype_name(np.float32), dtype_name(np.dtype("complex64"))
+    ('float32', 'complex64')
+    """
+    name = getattr(dtype, "__name__", None)  # NumPy's and JAX's scalar types
+    return name if isinstance(name, str) else str(dtype).rsplit(".", 1)[-1]
 
 
 def label(shape: tuple[int, ...] | None, dtype: Any) -> str:

@@ -32,14 +32,8 @@ from typing import Any
 from agnograd.conformance._checks import CHECKS, Target, default_dtype, run_check
 from agnograd.conformance._report import STATUSES, Report, Result, summary_table
 
-from agnograd._backend import adapter_named
-from agnograd.testing._backends import (
-    backend_namespace,
-    default_device,
-    device_label,
-    dtype_label,
-    find_device,
-)
+from agnograd._backend import adapter_named, dtype_name
+from agnograd.testing._backends import as_device, backend_device, backend_namespace
 
 XFAIL_DIR = Path(__file__).parent / "xfails"
 
@@ -177,7 +171,7 @@ def _environment(backend: str, device: Any, xp: Any) -> dict[str, str]:
             env[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             continue
-    env["device"] = device_label(device)
+    env["device"] = as_device(backend, device).name
     return env
 
 
@@ -200,8 +194,10 @@ def run_conformance(
         ``numpy``, ``array_api_strict``, ``torch``, ``jax``, ... or the name of a
         registered adapter.
     device : str, optional
-        A device of the backend by name (``no_float64``, ``cpu:0``); default: the
-        backend's default device. Checks run in float64 where it has it, else float32.
+        A device of the backend by name, the part of its specifier after
+        ``@backend:`` (``no_float64``, ``cpu:1``; see :func:`agnograd.get_device`);
+        default: the backend's default device. Checks run in float64 where it has
+        it, else float32.
     max_examples : int
         Hypothesis examples per gradient check (a third of it for device checks).
     functions, checks : iterables of str, optional
@@ -215,7 +211,7 @@ def run_conformance(
         Called with each result as it is produced.
     """
     xp = backend_namespace(backend)
-    place = default_device(xp) if device is None else find_device(xp, device)
+    place = backend_device(backend, device)
     dtype = default_dtype(xp, place)
     target = Target(backend, xp, place, dtype, max_examples, shrink)
     if xfails is None or isinstance(xfails, str | Path):
@@ -236,8 +232,9 @@ def run_conformance(
     stale = [f"{f}::{c}" for f, c in xfails if f != "*" and f not in table and (functions is None)]
     return Report(
         backend=backend,
-        device="" if device is None else device_label(place),
-        dtype=dtype_label(dtype),
+        device="" if device is None else as_device(backend, place).local,
+        # Named as the suite's arrays carry it (NumPy's namespace gives scalar types).
+        dtype=dtype_name(xp.empty(0, dtype=dtype, device=place).dtype),
         max_examples=max_examples,
         results=results,
         stale_xfails=stale,

@@ -24,7 +24,7 @@ from agnograd.testing import (
     check_double_backward,
     to_numpy,
 )
-from agnograd.testing._backends import device_label, supports_float64, usable_devices
+from agnograd.testing._backends import as_device, supports_float64, usable_devices
 from agnograd.testing._numerical import from_host
 from agnograd.testing.strategies import FunctionCase, function_inputs, registered_domains
 
@@ -192,7 +192,7 @@ def check_devices(target: Target, name: str, function: Callable[..., Any]) -> tu
             here = tuple(array_api_compat.to_device(x, target.device) for x in inputs)
             reference = _forward_backward(case, here, seed)
             outputs, grads = _forward_backward(case, inputs, seed)
-            label = device_label(device)
+            label = as_device(target.backend, device).name
             for kind, arrays in (("output", outputs), ("gradient", grads)):
                 for k, a in enumerate(arrays):
                     if a is None:
@@ -324,7 +324,7 @@ def check_cross_device(target: Target, name: str, function: Callable[..., Any]) 
 
     status, reason = _run(test)
     if status == "pass":
-        reason = f"through {device_label(other)}"
+        reason = f"through {as_device(target.backend, other).name}"
     return status, reason
 
 

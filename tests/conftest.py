@@ -1,5 +1,14 @@
 """Shared fixtures: the ``backend`` fixture runs a test once per array library of
-agnograd's adapter registry (those whose arrays are memory buffers in host memory).
+agnograd's adapter registry whose arrays are memory buffers in host memory.
+
+It is a thin helper over the public fixtures of agnograd's pytest plugin
+(``agnograd.testing._plugin``): ``xp`` and ``agnograd_backend`` give the
+parametrization (one run per installed backend, ids ``numpy``, ``torch``, ...), the
+``--agnograd-backend`` selection, the skip of a backend unusable here and the
+namespace, so an adapter installed through the ``agnograd.backends`` entry point runs
+these tests too. Backends whose arrays NumPy cannot read in place (Dask's lazy
+graphs, a library whose default device is off host memory, such as CuPy) are
+deselected at collection (:func:`pytest_collection_modifyitems`).
 
 Tests build their inputs with ``backend.asarray`` from Python lists or NumPy arrays
 and compare results with ``backend.to_numpy``. Expected values are computed with
@@ -10,6 +19,7 @@ modules share the process).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,11 +36,48 @@ from agnograd._adapter import DLPACK_CPU
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
 
-def _buffer_backends() -> list[str]:
-    """The registry's installed backends whose arrays are memory buffers (not Dask's
-    lazy graphs), in the adapters' order: the ``backend`` fixture's tests write into
-    arrays and read them back through NumPy. Nothing is imported to decide."""
-    return [a.name for a in _backend.adapters() if a.is_installed() and a.views]
+# The plugin's parameter of the xp/device/agnograd_backend fixtures (a BackendSpec).
+_SPEC = "_agnograd_backend_spec"
+
+
+@functools.cache
+def _host_buffers(name: str) -> bool:
+    """Whether backend ``name`` keeps its arrays, by default, in memory buffers in host
+    memory, which the ``backend`` fixture's tests write into and read back through
+    NumPy. Dask's graphs are not buffers (its adapter's ``views``), decided without
+    importing it; otherwise the adapter is asked where its default device is, which
+    imports the library. A backend unusable here counts as one (the ``xp`` fixture
+    skips it with its reason)."""
+    adapter = _backend.adapter_named(name)
+    if not adapter.views:
+        return False
+    if adapter.why_unusable() is not None:
+        return True
+    return bool(adapter.get_dlpack_device(adapter.get_default_device())[0] == DLPACK_CPU)
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m: only the backends still selected are asked
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the ``backend`` fixture's tests on backends whose arrays are not host
+    buffers: they are not these tests' to run, so they are left out rather than
+    skipped by the hundred. Keyed on the plugin's parameter in the item's callspec;
+    a test that parametrizes ``backend`` itself is not the fixture's."""
+    keep, drop = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        uses_fixture = (
+            callspec is not None
+            and _SPEC in callspec.params
+            and "backend" in getattr(item, "fixturenames", ())
+            and "backend" not in callspec.params
+        )
+        if uses_fixture and not _host_buffers(callspec.params[_SPEC].name):
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @dataclass(frozen=True)
@@ -85,17 +132,10 @@ class Backend:
         return getattr(self.xp, name)
 
 
-@pytest.fixture(params=_buffer_backends())
-def backend(request: pytest.FixtureRequest) -> Backend:
-    """The array library under test; skipped where it cannot run (CuPy without a GPU)
-    or keeps its arrays off host memory, where NumPy cannot read them."""
-    adapter = _backend.adapter_named(request.param)
-    reason = adapter.why_unusable()
-    if reason is not None:
-        pytest.skip(f"{adapter.name} is unusable here: {reason}")
-    if adapter.get_dlpack_device(adapter.get_default_device())[0] != DLPACK_CPU:
-        pytest.skip(f"{adapter.name} keeps its arrays off host memory by default")
-    return Backend(adapter.name, adapter.get_namespace())
+@pytest.fixture(scope="session")
+def backend(xp: Any, agnograd_backend: Any) -> Backend:
+    """The array library under test: the plugin's ``xp`` under its adapter's name."""
+    return Backend(agnograd_backend.name, xp)
 
 
 @pytest.fixture

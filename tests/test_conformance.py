@@ -279,7 +279,8 @@ def test_array_api_tests_runner_compares_raw_and_agnograd(tmp_path, capsys):
     (tmp_path / "array_api_tests" / "test_fake.py").write_text(
         "import os\n"
         "MODULE = os.environ['ARRAY_API_TESTS_MODULE']\n"
-        "def test_both():\n    assert os.environ['ARRAY_API_TESTS_VERSION'] == '2024.12'\n"
+        "def test_both():\n"
+        f"    assert os.environ['ARRAY_API_TESTS_VERSION'] == {array_api_tests.VERSION!r}\n"
         "def test_only_agnograd():\n    assert 'agnograd.namespace(numpy)' in MODULE\n"
     )
     run = ["--suite", str(tmp_path), "--backend", "numpy", "--recheck", "1"]

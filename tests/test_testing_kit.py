@@ -22,7 +22,7 @@ import agnograd
 import agnograd.functions as F
 import agnograd.testing
 from agnograd import Adapter
-from agnograd._backend import adapters
+from agnograd._backend import adapters, dtype_name
 from agnograd.functions._core import raw
 from agnograd.testing import (
     NondifferentiableError,
@@ -34,9 +34,16 @@ from agnograd.testing import (
     installed_backends,
     numerical_grad,
     to_numpy,
+    usable_devices,
 )
 from agnograd.testing import strategies as ags
-from agnograd.testing._backends import default_float
+from agnograd.testing._backends import (
+    as_device,
+    backend_device,
+    default_device,
+    default_float,
+    device_spellings,
+)
 
 # -- helpers ------------------------------------------------------------------------
 
@@ -686,6 +693,59 @@ def test_plugin_fixtures_option_and_profiles(tmp_path):
     result = _pytest(tmp_path, source, "--agnograd-backend", "nosuchlib")
     assert result.returncode != 0
     assert "backend 'nosuchlib' is unknown" in result.stderr
+
+    # A device is spelled as in its specifier after '@NAME:'; a wrong one lists them.
+    result = _pytest(tmp_path, source, "--agnograd-backend", "array_api_strict:device9")
+    assert result.returncode != 0
+    assert (
+        "--agnograd-backend array_api_strict:device9: array_api_strict has no device "
+        "'device9' (valid spellings: array_api_strict:CPU_DEVICE, array_api_strict:device1,"
+    ) in result.stdout
+
+
+def test_devices_are_found_and_named_by_the_adapters():
+    import array_api_strict as xps
+    import jax
+    import torch
+
+    assert backend_device("torch", "cpu") == torch.device("cpu")
+    assert backend_device("array_api_strict", "no_float64") == xps.Device("no_float64")
+    assert backend_device("jax", "cpu:1") == jax.devices("cpu")[1]
+    assert backend_device("jax", None) == default_device(backend_namespace("jax"))
+    assert backend_device("numpy", "") == "cpu"
+    with pytest.raises(ValueError, match=r"valid spellings: torch:cpu\b"):
+        backend_device("torch", "meta")
+    assert device_spellings("jax")[:2] == ["jax:cpu:0", "jax:cpu:1"]
+    assert device_spellings("numpy") == ["numpy"]
+    assert as_device("jax", jax.devices("cpu")[1]).name == "@jax:cpu:1"
+    # usable_devices: the adapter's devices, placeholders (meta, None) left out.
+    assert torch.device("meta") not in usable_devices(array_api_compat.torch)
+    assert torch.device("cpu") in usable_devices(array_api_compat.torch)
+    assert None not in usable_devices(jax.numpy)
+    assert usable_devices(jax.numpy)[:2] == jax.devices("cpu")[:2]
+    assert usable_devices(xps) == list(xps.__array_namespace_info__().devices())
+    assert usable_devices(np) == ["cpu"]  # NumPy itself, not only array-api-compat's
+    assert default_device(agnograd.namespace(np)) == "cpu"  # no adapter: its info
+
+
+def test_dtype_names_of_every_library():
+    import array_api_strict as xps
+    import dask.array as da
+    import jax.numpy as jnp
+    import torch
+
+    arrays = [np.ones(1), xps.ones(1), torch.ones(1), jnp.ones(1), da.ones(1)]
+    assert {dtype_name(a.dtype) for a in arrays} == {"float32", "float64"}
+    assert dtype_name(torch.complex64) == dtype_name(xps.complex64) == "complex64"
+    assert dtype_name(np.dtype("bool")) == dtype_name(torch.bool) == "bool"
+
+
+def test_dtype_names_of_scalar_types():
+    import jax.numpy as jnp
+
+    assert dtype_name(np.float32) == "float32"
+    assert dtype_name(jnp.float64) == "float64"
+    assert dtype_name(jnp.bfloat16) == "bfloat16"
 
 
 def test_local_profile_is_loaded_outside_ci():

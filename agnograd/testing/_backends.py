@@ -8,13 +8,13 @@ list the backends without importing torch or jax.
 
 from __future__ import annotations
 
-import re
 import warnings
 from typing import Any
 
 import array_api_compat
 
 from agnograd import _backend
+from agnograd._device import Device, _from_native
 
 
 def installed_backends() -> list[str]:
@@ -66,8 +66,30 @@ def _info(xp: Any) -> Any:
     return None if info is None else info()
 
 
+def _adapter_of(xp: Any) -> Any:
+    """The adapter that owns the arrays ``xp`` makes; ``None`` for a namespace no
+    adapter owns (agnograd's own namespace, whose arrays are Variables)."""
+    try:
+        return _backend.adapter_for(xp.asarray(0.0))
+    except Exception:
+        return None
+
+
 def default_device(xp: Any) -> Any:
-    """The namespace's default device (``None`` when it cannot tell)."""
+    """The namespace's default device: its adapter's (``Adapter.get_default_device``)
+    where it has one, else what its inspection namespace reports; ``None`` when it
+    cannot tell.
+
+    Examples
+    --------
+    >>> import array_api_strict
+    >>> from agnograd.testing._backends import default_device
+    >>> default_device(array_api_strict)
+    array_api_strict.Device('CPU_DEVICE')
+    """
+    adapter = _adapter_of(xp)
+    if adapter is not None:
+        return adapter.get_default_device()
     info = _info(xp)
     device = None if info is None else info.default_device()
     if device is None:
@@ -82,16 +104,26 @@ def default_device(xp: Any) -> Any:
 def usable_devices(xp: Any) -> list[Any]:
     """The devices of ``xp`` that can hold an array whose values can be read back.
 
-    Placeholder devices (JAX lists ``None``, PyTorch lists ``meta``) are left out by
-    trying them rather than by name.
+    The candidates are its adapter's devices (``Adapter.get_devices``) where it has
+    one, else those its inspection namespace lists. Each is tried, so placeholder
+    devices (JAX's inspection namespace lists ``None``, PyTorch's lists ``meta``) are
+    left out whatever lists them.
+
+    Examples
+    --------
+    >>> import array_api_strict
+    >>> from agnograd.testing import usable_devices
+    >>> [str(d) for d in usable_devices(array_api_strict)][:2]
+    ["array_api_strict.Device('CPU_DEVICE')", "array_api_strict.Device('device1')"]
     """
-    info = _info(xp)
-    if info is None:
+    adapter = _adapter_of(xp)
+    lister = adapter.get_devices if adapter is not None else getattr(_info(xp), "devices", None)
+    if lister is None:
         return [None]
     with warnings.catch_warnings():
         # torch's devices() probes device types and warns about deprecated ones.
         warnings.simplefilter("ignore")
-        candidates = list(info.devices())
+        candidates = list(lister())
     result = []
     for device in candidates:
         if device is None:
@@ -106,28 +138,70 @@ def usable_devices(xp: Any) -> list[Any]:
     return result or [default_device(xp)]
 
 
-def device_names(device: Any) -> set[str]:
-    """Spellings that select ``device`` on the command line (``no_float64``, ``cpu:0``)."""
-    names = {str(device), repr(device)}
-    names.update(re.findall(r"'([^']*)'", repr(device)))
-    return names
+def as_device(backend: str, device: Any) -> Device:
+    """``device``, a device object of ``backend``'s library, as an
+    :class:`agnograd.Device`, whose ``name`` is its specifier (``'@jax:cpu:1'``):
+    how reports and messages name a device.
+
+    Examples
+    --------
+    >>> from agnograd.testing._backends import as_device
+    >>> as_device("numpy", "cpu").name
+    '@numpy'
+    """
+    return _from_native(_backend.adapter_named(backend), device)
 
 
-def find_device(xp: Any, name: str) -> Any:
-    """The device of ``xp`` called ``name`` (see :func:`device_names`)."""
-    devices = usable_devices(xp)
-    for device in devices:
-        if name in device_names(device):
-            return device
-    raise ValueError(
-        f"no device {name!r} in {getattr(xp, '__name__', xp)}; its usable devices are "
-        f"{', '.join(sorted(min(device_names(d), key=len) for d in devices))}"
-    )
+def device_spellings(backend: str) -> list[str]:
+    """How ``--agnograd-backend`` (and ``--backend`` of the conformance suite) can
+    name each usable device of ``backend``: ``NAME:DEVICE``, with ``DEVICE`` the
+    part of its specifier after ``@NAME:``; ``NAME`` alone for a library's single
+    device.
+
+    Examples
+    --------
+    >>> from agnograd.testing._backends import device_spellings
+    >>> device_spellings("numpy"), device_spellings("array_api_strict")[:2]
+    (['numpy'], ['array_api_strict:CPU_DEVICE', 'array_api_strict:device1'])
+    """
+    found = [as_device(backend, d) for d in usable_devices(backend_namespace(backend))]
+    return [f"{d.backend}:{d.local}" if d.local else d.backend for d in found]
 
 
-def device_label(device: Any) -> str:
-    """Shortest readable name of a device, for test ids and reports."""
-    return min(device_names(device), key=len)
+def backend_device(backend: str, name: str | None = None) -> Any:
+    """The device of ``backend``'s library called ``name``, the part of a device
+    specifier after ``@backend:`` (``'cuda:1'`` for ``'@torch:cuda:1'``; see
+    :func:`agnograd.get_device`); its default device for ``None`` or ``""``.
+
+    Raises
+    ------
+    ValueError
+        For a device the library does not have here; the message lists the valid
+        spellings (see :func:`device_spellings`).
+
+    Examples
+    --------
+    >>> from agnograd.testing._backends import backend_device
+    >>> backend_device("array_api_strict", "device1")
+    array_api_strict.Device('device1')
+    >>> backend_device("numpy", "gpu")
+    Traceback (most recent call last):
+    ...
+    ValueError: numpy has one device, '@numpy'; got 'gpu' (valid spellings: numpy)
+    """
+    adapter = _backend.adapter_named(backend)
+    if not name:
+        return adapter.get_default_device()
+    try:
+        return adapter.find_device(name)
+    except ImportError:
+        raise
+    except ValueError as error:
+        problem = str(error)
+    except Exception as error:  # a parser failing otherwise (torch's 'cuda' without CUDA)
+        problem = f"{backend} has no device {name!r} here ({type(error).__name__}: {error})"
+    valid = ", ".join(device_spellings(backend))
+    raise ValueError(f"{problem} (valid spellings: {valid})") from None
 
 
 def supports_float64(xp: Any, device: Any = None) -> bool:
@@ -142,9 +216,3 @@ def supports_float64(xp: Any, device: Any = None) -> bool:
 def default_float(xp: Any, device: Any = None) -> Any:
     """The most precise real floating dtype of ``device``: float64 where supported."""
     return xp.float64 if supports_float64(xp, device) else xp.float32
-
-
-def dtype_label(dtype: Any) -> str:
-    """Short name of a dtype of any library (``float32``, not ``torch.float32``)."""
-    name = getattr(dtype, "__name__", None)  # NumPy and JAX scalar types
-    return name if isinstance(name, str) else str(dtype).rsplit(".", 1)[-1]

@@ -21,7 +21,6 @@ import numpy
 from hypothesis import strategies as st
 
 from agnograd._backend import dtype_name
-from agnograd.testing._backends import dtype_label
 
 
 @dataclass(frozen=True)
@@ -119,7 +118,7 @@ def _short(value: Any) -> str:
         return f"<array {tuple(value.shape)} {dtype_name(value.dtype)}>"
     if type(value).__module__ == "builtins":
         return repr(value)
-    return dtype_label(value)  # a dtype object of some library
+    return dtype_name(value)  # a dtype object of some library
 
 
 def _representable(value: float, bits: int, *, up: bool) -> float:

@@ -17,9 +17,8 @@ import array_api_compat
 import numpy
 
 import agnograd
-from agnograd._backend import raw_namespace
+from agnograd._backend import dtype_name, raw_namespace
 from agnograd._variable import Variable
-from agnograd.testing._backends import dtype_label
 from agnograd.testing._gradient_report import (
     describe,
     elementwise_gradient,
@@ -342,7 +341,7 @@ def _operands(
             continue
         if not is_float(x):
             raise ValueError(
-                f"{op}: input {i} has dtype {dtype_label(x.dtype)}, which cannot be "
+                f"{op}: input {i} has dtype {dtype_name(x.dtype)}, which cannot be "
                 "perturbed; list it in no_grads"
             )
         operands.append(_Operand("input", i, x, _eval_dtype(x, dtype, op)))
@@ -497,8 +496,8 @@ def _gradient_problems(operand: _Operand) -> list[str]:
         )
     if g.dtype != operand.data.dtype:
         problems.append(
-            f"the gradient of {label} has dtype {dtype_label(g.dtype)}, the {label} "
-            f"{dtype_label(operand.data.dtype)}"
+            f"the gradient of {label} has dtype {dtype_name(g.dtype)}, the {label} "
+            f"{dtype_name(operand.data.dtype)}"
         )
     if raw_namespace(g) is not operand.xp:
         problems.append(

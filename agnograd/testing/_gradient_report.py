@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy
 
+from agnograd._backend import dtype_name
 from agnograd._variable import Variable
-from agnograd.testing._backends import dtype_label
 from agnograd.testing._numerical import host64, numerical_grad
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ _WORST_ELEMENT_LIMIT = 4096
 
 
 def describe(x: Any) -> str:
-    return f"({', '.join(map(str, x.shape))}), {dtype_label(x.dtype)}"
+    return f"({', '.join(map(str, x.shape))}), {dtype_name(x.dtype)}"
 
 
 def preview(x: Any, limit: int = 6) -> str:

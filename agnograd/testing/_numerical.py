@@ -18,10 +18,9 @@ from typing import Any
 import array_api_compat
 import numpy
 
-from agnograd._backend import raw_namespace
+from agnograd._backend import dtype_name, raw_namespace
 from agnograd._variable import Variable
 from agnograd.testing._assertions import to_numpy
-from agnograd.testing._backends import dtype_label
 
 #: Relative size of a change of slope, next to the largest slope seen, that counts as a
 #: kink. Smooth functions change their slope by O(eps**2 * f''') over the stencil.
@@ -93,10 +92,19 @@ def inner(a: numpy.ndarray, b: numpy.ndarray) -> float:
     return float(numpy.sum(numpy.conj(a) * b).real)
 
 
+def _numpy_dtype(dtype: Any) -> numpy.dtype[Any]:
+    """NumPy's dtype of the same name as ``dtype`` of any library; ``TypeError`` for
+    one NumPy lacks."""
+    try:
+        return numpy.dtype(dtype)  # NumPy's and JAX's dtypes and scalar types
+    except TypeError:
+        return numpy.dtype(dtype_name(dtype))  # torch.float32, array_api_strict.float32
+
+
 def from_host(xp: Any, values: numpy.ndarray, dtype: Any, device: Any) -> Any:
     """An array of ``xp`` with ``values`` (rounded to ``dtype``) on ``device``."""
     try:
-        host = values.astype(numpy.dtype(dtype_label(dtype)))
+        host = values.astype(_numpy_dtype(dtype))
     except TypeError:
         # A dtype NumPy lacks (bfloat16): round through float32, finish on the device.
         host = values.astype(numpy.float32)

@@ -8,7 +8,9 @@
   once per backend, with the backend's name as its id; a backend whose library is
   installed but unusable here (CuPy without a GPU) is skipped with the reason.
 - ``device``: the device the test should put its arrays on: the backend's default,
-  or the one named with ``--agnograd-backend NAME:DEVICE``.
+  or the one named with ``--agnograd-backend NAME:DEVICE``, where ``DEVICE`` is the
+  part of the device's specifier after ``@NAME:`` (``torch:cuda:1``, ``jax:cpu:1``,
+  ``array_api_strict:device1``), found by the backend's adapter.
 - ``agnograd_backend``: the backend's name and requested device, for code that
   takes names (the conformance suite).
 - ``--agnograd-backend NAME[:DEVICE]``: run on these backends only (repeat the
@@ -240,14 +242,13 @@ def xp(_agnograd_backend_spec: BackendSpec) -> Any:
 
 @pytest.fixture(scope="session")
 def device(xp: Any, _agnograd_backend_spec: BackendSpec) -> Any:
-    """The device to put arrays on: the backend's default or the one asked for."""
-    from agnograd.testing._backends import default_device, find_device
+    """The device to put arrays on: the backend's default or the one asked for, found
+    by the backend's adapter as in a device specifier (``torch:cuda:1`` is
+    ``'@torch:cuda:1'``)."""
+    from agnograd.testing._backends import backend_device
 
-    if _agnograd_backend_spec.device is None:
-        return default_device(xp)
+    spec = _agnograd_backend_spec
     try:
-        return find_device(xp, _agnograd_backend_spec.device)
+        return backend_device(spec.name, spec.device)
     except ValueError as error:
-        raise pytest.UsageError(
-            f"--agnograd-backend {_agnograd_backend_spec.id}: {error}"
-        ) from None
+        raise pytest.UsageError(f"--agnograd-backend {spec.id}: {error}") from None
