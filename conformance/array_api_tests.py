@@ -10,7 +10,8 @@ tell the ones whose outcome changes from run to run; the exit status is 1 when
 agnograd fails, every time, a test that the backend passes. The suite is not part
 of agnograd: it is fetched for the run.
 
-Both runs test the same version of the standard (``--version``, default agnograd's),
+Both runs test the same version of the standard (``--version``; by default the one
+agnograd's namespace reports over the backend: the backend's, or agnograd's if older),
 use ``--derandomize`` so that hypothesis draws the same examples for both, and leave
 agnograd's own pytest plugin out (``-p no:agnograd``), which the suite does not need.
 
@@ -26,6 +27,7 @@ Examples
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import subprocess
@@ -43,6 +45,20 @@ def module_for(backend: str, *, agnograd: bool) -> str:
     if not agnograd:
         return backend
     return f"exec('import agnograd, {backend}; xp = agnograd.namespace({backend})')"
+
+
+def version_of(backend: str) -> str:
+    """The version of the standard agnograd's namespace reports over ``backend``: the
+    backend's own, or agnograd's if that is older.
+
+    Examples
+    --------
+    >>> from agnograd.conformance.array_api_tests import version_of
+    >>> version_of("array_api_strict")
+    '2025.12'
+    """
+    module = importlib.import_module(backend)
+    return min(getattr(module, "__array_api_version__", VERSION), VERSION)
 
 
 def run_suite(
@@ -92,12 +108,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--suite", type=Path, required=True, help="checkout of array-api-tests")
     parser.add_argument("--backend", required=True, help="importable namespace: numpy, ...")
-    parser.add_argument("--version", default=VERSION, help=f"standard version (default {VERSION})")
+    parser.add_argument(
+        "--version",
+        default=None,
+        help="standard version (default: the backend's, as agnograd's namespace reports it)",
+    )
     parser.add_argument("--max-examples", type=int, default=20, help="hypothesis examples")
     parser.add_argument(
         "--recheck", type=int, default=5, help="reruns of the tests that differ (default 5)"
     )
     args, extra = parser.parse_known_args(argv)
+    if args.version is None:
+        args.version = version_of(args.backend)
     pytest_args = [f"--max-examples={args.max_examples}", *extra]
     modules = {
         label: module_for(args.backend, agnograd=through)
