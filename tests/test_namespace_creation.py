@@ -295,3 +295,17 @@ def test_every_creation_and_data_type_name_has_one_entry() -> None:
     assert set(_creation.DIFFERENTIABLE) | set(_creation.NON_DIFFERENTIABLE) == set(
         _standard.CREATION
     ) - {"asarray"}
+
+
+@pytest.mark.parametrize("backend", ["numpy", "array_api_strict", "torch"])
+def test_asarray_of_nested_sequences_of_variables_stacks_them(backend: str) -> None:
+    # Array API code (the official suite) writes asarray([[a[i, j] for i ...] ...]).
+    xp = agnograd.namespace(backend_namespace(backend))
+    raw = backend_namespace(backend)
+    a = Variable(raw.asarray([[1.0, 2.0], [3.0, 4.0]]))
+    t = xp.asarray([[a[i, j] for i in range(2)] for j in range(2)])
+    assert t.dtype == a.dtype
+    np.testing.assert_array_equal(np.asarray(t.array), [[1.0, 3.0], [2.0, 4.0]])
+    xp.sum(t * xp.asarray([[1.0, 2.0], [3.0, 4.0]])).backward()
+    np.testing.assert_array_equal(np.asarray(a.grad), [[1.0, 3.0], [2.0, 4.0]])
+    assert xp.asarray([a[0, 0], 2.0], dtype=raw.float32).dtype == raw.float32

@@ -182,8 +182,27 @@ class Namespace:
             return _extension.transfer.asarray(
                 self._raw, obj, dtype=dtype, device=device, copy=copy
             )
+        if isinstance(obj, list | tuple) and _holds_variables(obj):
+            # Nested sequences of Variables (0-d ones, as array API code writes
+            # asarray([[a[i, j] ...]])) are stacked, so the gradient flows back.
+            return self._asarray(self._stacked(obj), dtype=dtype, device=device, copy=copy)
         kwargs = native_kwargs({"dtype": dtype, "device": device, "copy": copy})
         return constant(self._raw.asarray(raw(obj), **kwargs))
+
+    def _stacked(self, obj: Any) -> Any:
+        if isinstance(obj, Variable):
+            return obj
+        if isinstance(obj, list | tuple):
+            return DIFFERENTIABLE["stack"]([self._stacked(item) for item in obj])
+        return constant(self._raw.asarray(obj))
+
+
+def _holds_variables(obj: Any) -> bool:
+    """Whether the nested sequence ``obj`` holds a Variable."""
+    return any(
+        isinstance(item, Variable) or (isinstance(item, list | tuple) and _holds_variables(item))
+        for item in obj
+    )
 
 
 class _Info:
