@@ -925,10 +925,18 @@ def _refuse_foreign_graph(data: Any, op: str) -> None:
     """Refuse an array that records a graph of its own library (a torch tensor with
     ``requires_grad=True``): agnograd's backward would never reach that graph."""
     if getattr(data, "requires_grad", False) is True:
+        library = type(data).__module__.split(".")[0]
+        bridge = (
+            "; or, to keep torch's autograd, bridge the two: call agnograd code from torch "
+            "with agnograd.interop.torch.function(f), or torch code from agnograd with "
+            "agnograd.interop.torch.node(fn)"
+            if library == "torch"
+            else ""
+        )
         raise TypeError(
-            f"{op}: the {type(data).__module__.split('.')[0]} array requires a gradient in "
-            "its own library's autograd, whose graph agnograd's backward cannot reach; "
-            "pass a detached array (tensor.detach()) and let agnograd compute the gradient"
+            f"{op}: the {library} array requires a gradient in its own library's autograd, "
+            "whose graph agnograd's backward cannot reach; pass a detached array "
+            f"(tensor.detach()) and let agnograd compute the gradient{bridge}"
         )
 
 

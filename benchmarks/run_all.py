@@ -37,6 +37,8 @@ BENCHMARKS = {
     "views": ("bench_views.py", True),
     "long_chain": ("bench_long_chain.py", False),
     "checkpoint": ("bench_checkpoint.py", True),
+    "bridge": ("bench_bridge.py", True),
+    "bridge_jax": ("bench_bridge_jax.py", True),
 }
 
 

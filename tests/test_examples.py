@@ -26,7 +26,14 @@ def run_example(name: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_every_example_is_tested() -> None:
     scripts = sorted(p.name for p in EXAMPLES.glob("*.py"))
-    assert scripts == ["array_api_code.py", "draw_graph.py", "mlp.py"]
+    assert scripts == [
+        "array_api_code.py",
+        "draw_graph.py",
+        "jax_custom_node.py",
+        "mlp.py",
+        "torch_module_in_agnograd.py",
+        "torch_scipy_loss.py",
+    ]
 
 
 def test_array_api_code() -> None:
@@ -52,7 +59,17 @@ def test_mlp_loss_decreases() -> None:
     assert "loss decreased from" in result.stdout
 
 
-@pytest.mark.parametrize("name", ["array_api_code.py", "draw_graph.py", "mlp.py"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "array_api_code.py",
+        "draw_graph.py",
+        "jax_custom_node.py",
+        "mlp.py",
+        "torch_module_in_agnograd.py",
+        "torch_scipy_loss.py",
+    ],
+)
 def test_examples_have_a_usage_docstring(name: str) -> None:
     text = (EXAMPLES / name).read_text()
     assert text.startswith('"""')
@@ -71,3 +88,40 @@ def test_draw_graph(tmp_path: Path) -> None:
     assert out.exists() == drawn, result.stderr
     if not drawn:
         assert "not drawn:" in result.stderr
+
+
+def test_torch_scipy_loss_trains_a_torch_model() -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("scipy")
+    result = run_example("torch_scipy_loss.py", "--steps", "50")
+    assert result.returncode == 0, result.stdout + result.stderr
+    losses = [float(v) for v in re.findall(r"loss (\d+\.\d+)", result.stdout)]
+    assert len(losses) >= 3
+    assert losses == sorted(losses, reverse=True)
+    assert "loss decreased from" in result.stdout
+
+
+def test_torch_module_in_agnograd_trains_both_kinds_of_parameter() -> None:
+    pytest.importorskip("torch")
+    result = run_example("torch_module_in_agnograd.py", "--steps", "50")
+    assert result.returncode == 0, result.stdout + result.stderr
+    losses = [float(v) for v in re.findall(r"loss (\d+\.\d+)", result.stdout)]
+    assert len(losses) >= 3
+    assert losses == sorted(losses, reverse=True)
+    assert "gradients reached the agnograd leaves" in result.stdout
+    assert "loss decreased from" in result.stdout
+
+
+def test_jax_custom_node() -> None:
+    pytest.importorskip("jax")
+    result = run_example("jax_custom_node.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split(": ", 1)[0] for line in lines] == [
+        "jit(grad) vs pure JAX",
+        "jit(grad) vs central differences (float64)",
+        "jit(vmap(grad)) vs pure JAX",
+        "jit(hessian) vs pure JAX",
+        "gradient descent under jit",
+    ]
+    assert all(": ok (" in line for line in lines), result.stdout

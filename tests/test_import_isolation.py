@@ -25,13 +25,14 @@ print(json.dumps(sorted({{name.partition(".")[0] for name in sys.modules}})))
     [
         "import agnograd",
         "import agnograd.functions",
+        "import agnograd.interop, agnograd.functional, agnograd.computational_graph",
         "import agnograd, agnograd.functions as F, numpy as np\n"
         "x = agnograd.Variable(np.ones(3))\n"
         "F.sum(F.exp(x) * x[np.array([0, 0, 2])]).backward()\n"
         "assert x.grad is not None",
     ],
     # The last case also loads the adapters (scatter-add of repeated indices).
-    ids=["agnograd", "agnograd.functions", "numpy-backprop"],
+    ids=["agnograd", "agnograd.functions", "tools", "numpy-backprop"],
 )
 def test_import_pulls_in_no_other_array_library(imports):
     result = subprocess.run(

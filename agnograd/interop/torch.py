@@ -1,0 +1,701 @@
+"""Bridges between agnograd and ``torch.autograd``, both ways.
+
+:func:`function` puts agnograd inside torch: a function of Variables becomes a
+callable that torch code calls with tensors, a ``torch.autograd.Function`` whose
+backward is agnograd's. :func:`node` puts torch inside agnograd: a torch function
+or ``nn.Module`` becomes a node of agnograd's graph whose backward is torch's.
+
+Arrays cross between the two through DLPack, without a copy wherever DLPack can
+share the memory (see ``docs/bridges.md``). Double backward works both ways: each
+bridge's backward is itself bridged, so gradients of gradients cross too.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
+
+import torch
+
+from agnograd._backend import adapter_for, adapter_named, fallback_adapter, is_array
+from agnograd._config import config, get_auto_forward, using_config
+from agnograd._device import Device, _view_target, get_device, transfer
+from agnograd._engine import grad
+from agnograd._function import FunctionNode
+from agnograd._variable import Variable, _refuse_foreign_graph
+
+__all__ = ["function", "node"]
+
+#: Rebuilds a call's ``(args, kwargs)`` with new objects in place of the ones found.
+Rebuild: TypeAlias = Callable[[Sequence[Any]], Any]
+
+
+# ---------------------------------------------------------------------------------
+# agnograd inside torch
+
+
+def function(
+    f: Callable[..., Any] | None = None, /, *, backend: str = "torch"
+) -> Callable[..., Any]:
+    """Make a function of agnograd Variables callable from torch, with tensors.
+
+    The result is a function of the same arguments in which tensors take the place
+    of Variables; torch's autograd differentiates it through agnograd's backward.
+    Use it as ``function(f)``, ``function(f, backend="numpy")`` or as a decorator.
+
+    Parameters
+    ----------
+    f : callable
+        A function of Variables (found anywhere in its arguments, also inside
+        lists, tuples and dicts) returning a Variable or a tuple (or list) of
+        Variables. Arguments that are not tensors reach ``f`` as they are.
+    backend : str
+        The library ``f`` computes with. ``"torch"`` (the default): Variables of
+        the tensors themselves (detached). Any other installed backend (``"numpy"``,
+        ``"cupy"``, ``"array_api_strict"``, ``"jax"``): Variables of that library's
+        arrays on the same memory, viewed through DLPack; ``"numpy"`` means CuPy
+        for CUDA tensors. A copy is made only where DLPack cannot share.
+
+    Returns
+    -------
+    callable
+        Called with tensors, it returns a tensor (or a tuple, or list, of tensors)
+        with torch's ``grad_fn``; ``torch.autograd.grad``, ``backward``,
+        ``create_graph=True``, ``gradcheck`` and ``gradgradcheck`` work through it.
+
+    Raises
+    ------
+    TypeError
+        When ``f`` returns something other than Variables, or the call has no
+        tensor argument.
+    ValueError
+        For an unknown ``backend``, or tensors on several devices.
+
+    Examples
+    --------
+    >>> import torch, agnograd.functions as F
+    >>> from agnograd.interop.torch import function
+    >>> @function(backend="numpy")
+    ... def energy(x, scale):
+    ...     return F.sum(x * x) * scale  # x is a Variable of a NumPy array
+    >>> t = torch.tensor([1.0, 2.0], requires_grad=True)
+    >>> e = energy(t, 0.5)
+    >>> e
+    tensor(2.5000, grad_fn=<AgnogradBridgeBackward>)
+    >>> e.backward()
+    >>> t.grad
+    tensor([1., 2.])
+    """
+    if f is None:
+        return functools.partial(function, backend=backend)
+    if not callable(f):
+        raise TypeError(
+            f"function: f must be a callable of agnograd Variables, got {type(f).__name__}"
+        )
+    if not isinstance(backend, str):
+        raise TypeError(
+            f"function: backend must be the name of a library such as 'torch' or 'numpy', "
+            f"got {type(backend).__name__}"
+        )
+    try:
+        adapter_named(backend.removeprefix("@"))
+    except ValueError as error:
+        raise ValueError(f"function: backend={backend!r}: {error}") from None
+    library = backend.removeprefix("@")
+    name = _name(f)
+
+    @functools.wraps(f)
+    def bridged(*args: Any, **kwargs: Any) -> Any:
+        tensors, rebuild = _split((args, kwargs), _is_tensor)
+        if not tensors:
+            raise TypeError(
+                f"function({name}): called without a tensor argument; pass the tensors to "
+                "differentiate as arguments (call f directly for Variables)"
+            )
+        devices = {t.device for t in tensors}
+        if len(devices) > 1:
+            raise ValueError(
+                f"function({name}): the tensor arguments are on several devices "
+                f"({', '.join(sorted(map(str, devices)))}); agnograd runs f on one device: "
+                "move them to one with tensor.to(device)"
+            )
+        recording = torch.is_grad_enabled()
+        needs = tuple(recording and t.requires_grad for t in tensors)
+        run = _Forward(f, name, rebuild, library, needs)
+        outputs = AgnogradBridge.apply(run, *tensors)
+        if run.structure is None:
+            return outputs[0]
+        return run.structure(outputs)
+
+    return bridged
+
+
+class _Graph:
+    """agnograd's graph of one bridged call, between torch's tensors.
+
+    ``leaves`` views the call's tensor arguments, in order; ``outputs`` holds
+    the Variables whose arrays the call returned as tensors (``None`` where it
+    returned ``None``).
+    """
+
+    __slots__ = ("leaves", "library", "name", "needs", "outputs")
+
+    def __init__(
+        self,
+        name: str,
+        library: str,
+        leaves: Sequence[Variable],
+        needs: Sequence[bool],
+        outputs: Sequence[Variable | None],
+    ) -> None:
+        self.name = name
+        self.library = library
+        self.leaves = tuple(leaves)
+        self.needs = tuple(needs)
+        self.outputs = tuple(outputs)
+
+
+class _Forward:
+    """Runs ``f`` on Variables viewing the tensors: the first bridged call."""
+
+    def __init__(
+        self,
+        f: Callable[..., Any],
+        name: str,
+        rebuild: Rebuild,
+        library: str,
+        needs: Sequence[bool],
+    ) -> None:
+        self.f, self.name, self.rebuild, self.library = f, name, rebuild, library
+        self.needs = tuple(needs)
+        self.structure: Callable[[Sequence[Any]], Any] | None = None
+
+    def __call__(self, tensors: Sequence[torch.Tensor]) -> tuple[_Graph, list[Any]]:
+        leaves = [
+            Variable(_from_torch(t.detach(), self.library, self.name), requires_grad=need)
+            for t, need in zip(tensors, self.needs, strict=True)
+        ]
+        args, kwargs = self.rebuild(leaves)
+        with using_config("enable_backprop", any(self.needs)), using_config("auto_forward", True):
+            result = self.f(*args, **kwargs)
+        outputs, self.structure = _variables(result, self.name)
+        graph = _Graph(self.name, self.library, leaves, self.needs, outputs)
+        return graph, _to_torch([y.array for y in outputs], None, tensors)
+
+
+class _Gradient:
+    """Runs agnograd's backward of a graph, recording it: a bridged backward.
+
+    Its tensor arguments are those of the graph's call followed by the gradients
+    of the outputs that received one (``present``).
+    """
+
+    def __init__(self, graph: _Graph, present: Sequence[bool], needs: Sequence[bool]) -> None:
+        self.graph, self.present, self.needs = graph, tuple(present), tuple(needs)
+
+    def __call__(self, tensors: Sequence[torch.Tensor]) -> tuple[_Graph, list[Any]]:
+        graph = self.graph
+        n = len(graph.leaves)
+        seeds = [
+            Variable(_from_torch(g.detach(), graph.library, graph.name), requires_grad=need)
+            for g, need in zip(tensors[n:], self.needs[n:], strict=True)
+        ]
+        gxs = _agnograd_backward(graph, _with_gaps(seeds, self.present), True)
+        results = _to_torch([None if gx is None else gx.array for gx in gxs], tensors[:n], tensors)
+        leaves = (*graph.leaves, *seeds)
+        return _Graph(graph.name, graph.library, leaves, self.needs, gxs), results
+
+
+def _with_gaps(items: Sequence[Any], present: Sequence[bool]) -> list[Any]:
+    """``items`` spread over the places where ``present`` is true, ``None`` elsewhere."""
+    found = iter(items)
+    return [next(found) if p else None for p in present]
+
+
+def _agnograd_backward(graph: _Graph, seeds: Sequence[Any], double: bool) -> list[Variable | None]:
+    """Gradients of the graph's leaves (``None`` where not needed or not reached)."""
+    pairs = [
+        (y, gy)
+        for y, gy in zip(graph.outputs, seeds, strict=True)
+        if gy is not None and y is not None and y.requires_grad
+    ]
+    wanted = [i for i, need in enumerate(graph.needs) if need]
+    result: list[Variable | None] = [None] * len(graph.leaves)
+    if not pairs or not wanted:
+        return result
+    ys, gys = zip(*pairs, strict=True)
+    gxs = grad(ys, [graph.leaves[i] for i in wanted], gys, enable_double_backprop=double)
+    for i, gx in zip(wanted, gxs, strict=True):
+        result[i] = gx
+    return result
+
+
+class AgnogradBridge(torch.autograd.Function):
+    """The one ``torch.autograd.Function`` behind :func:`function` (not public: its
+    name is what torch prints, ``grad_fn=<AgnogradBridgeBackward>``).
+
+    ``forward(ctx, run, *tensors)`` builds an agnograd graph with ``run``;
+    ``backward`` runs agnograd's backward over it, and under ``create_graph=True``
+    does so through another application of this class (a :class:`_Gradient` run),
+    so that torch records the backward as an operation it can differentiate again.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, run: Any, *tensors: torch.Tensor) -> tuple[Any, ...]:
+        graph, results = run(tensors)
+        ctx.graph = graph
+        ctx.set_materialize_grads(False)
+        # Saved so that torch refuses the backward after an in-place change to an
+        # input or output: agnograd's graph may keep views of their memory.
+        ctx.save_for_backward(*tensors, *(r for r in results if r is not None))
+        constant = [
+            r
+            for r, y in zip(results, graph.outputs, strict=True)
+            if r is not None and (y is None or not y.requires_grad)
+        ]
+        if constant:
+            ctx.mark_non_differentiable(*constant)
+        return tuple(results)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[Any, ...]:
+        graph: _Graph = ctx.graph
+        tensors = ctx.saved_tensors[: len(graph.leaves)]
+        present = [g is not None for g in grads]
+        given = [g for g in grads if g is not None]
+        if not given or not any(graph.needs):
+            return (None,) * (1 + len(tensors))
+        if torch.is_grad_enabled():  # create_graph=True: record the backward
+            arguments = (*tensors, *given)
+            run = _Gradient(graph, present, [t.requires_grad for t in arguments])
+            return (None, *AgnogradBridge.apply(run, *arguments))
+        seeds = [
+            None if g is None else _from_torch(g.detach(), graph.library, graph.name) for g in grads
+        ]
+        gxs = _agnograd_backward(graph, seeds, False)
+        arrays = [None if gx is None else gx.array for gx in gxs]
+        return (None, *_to_torch(arrays, tensors, (*tensors, *given)))
+
+
+# ---------------------------------------------------------------------------------
+# torch inside agnograd
+
+
+def node(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Make a torch function or ``nn.Module`` a node of agnograd's graph.
+
+    The result takes the arguments of ``fn`` with Variables (or arrays) of any
+    library in place of tensors, and returns Variables of that library: NumPy in,
+    NumPy out. Its forward views the arrays as tensors and runs ``fn`` with torch's
+    autograd recording; its backward is ``torch.autograd.backward`` on that graph.
+
+    Parameters
+    ----------
+    fn : callable
+        A function of tensors (Variables and arrays found anywhere in its
+        arguments, also inside lists, tuples and dicts, are passed as tensors;
+        other arguments as they are) returning a tensor or a tuple (or list) of
+        tensors; an ``nn.Module`` is such a function.
+
+    Returns
+    -------
+    callable
+        Returns a Variable, or a tuple of Variables, on the device of the first
+        Variable or array argument.
+
+    Notes
+    -----
+    Backward goes through torch as ``torch.autograd.backward`` would: the leaf
+    tensors of ``fn``'s graph that require a gradient -- the parameters of a
+    module, tensors that ``fn`` captured -- accumulate their gradient in ``.grad``
+    each time agnograd's backward passes through the node (also through
+    :func:`agnograd.grad`, which leaves agnograd's own ``.grad`` alone). Clear
+    them as usual (``optimizer.zero_grad()``).
+
+    Double backprop works (``torch.autograd.grad(..., create_graph=True)`` inside);
+    the parameters then receive the first-order gradient in ``.grad`` (without a
+    graph) and later backward passes add the higher-order terms.
+
+    Inside :func:`agnograd.no_backprop_mode`, ``fn`` runs under ``torch.no_grad()``.
+    Define-then-run (auto-forward off) is not supported.
+
+    Examples
+    --------
+    >>> import numpy as np, torch, agnograd
+    >>> from agnograd.interop.torch import node
+    >>> _ = torch.manual_seed(0)
+    >>> layer = torch.nn.Linear(3, 1, dtype=torch.float64)
+    >>> x = agnograd.Variable(np.ones((2, 3)))
+    >>> y = node(layer)(x)  # a NumPy Variable
+    >>> type(y.array).__name__, y.shape
+    ('ndarray', (2, 1))
+    >>> agnograd.functions.sum(y * y).backward()
+    >>> x.grad.shape, layer.weight.grad.shape
+    ((2, 3), torch.Size([1, 3]))
+    """
+    if not callable(fn):
+        raise TypeError(f"node: fn must be a torch function or nn.Module, got {type(fn).__name__}")
+    name = _name(fn)
+
+    # Not updated from fn's __dict__: a module's holds its parameters and submodules.
+    @functools.wraps(fn, updated=())
+    def call(*args: Any, **kwargs: Any) -> Any:
+        found, rebuild = _split((args, kwargs), _is_input)
+        if not found:
+            raise TypeError(
+                f"node({name}): called without a Variable or array argument; the node "
+                "needs one to know which library and device its outputs belong to"
+            )
+        if not get_auto_forward():
+            raise RuntimeError(
+                f"node({name}): torch runs eagerly, so define-then-run (auto-forward off) "
+                "is not supported; run it inside agnograd.auto_forward()"
+            )
+        arrays = [a.array if isinstance(a, Variable) else a for a in found]
+        for i, a in enumerate(arrays):
+            if a is None:
+                raise ValueError(f"node({name}): argument {i} is a Variable without data")
+            _refuse_foreign_graph(a, f"node({name}): argument {i}")
+        libraries = {adapter_for(a).name for a in arrays}
+        if len(libraries) > 1:
+            raise TypeError(
+                f"node({name}): the arguments mix arrays of {', '.join(sorted(libraries))}; "
+                "move them to one library first (agnograd.functions.copy)"
+            )
+        record = bool(config.enable_backprop)
+        homes = [get_device(a) for a in arrays]
+        leaves: list[torch.Tensor | None] = []
+        for x, a, home in zip(found, arrays, homes, strict=True):
+            leaf = _as_tensor(a, home)
+            if record and isinstance(x, Variable) and x.requires_grad:
+                leaf.requires_grad_()
+            leaves.append(leaf)
+        new_args, new_kwargs = rebuild(leaves)
+        with torch.enable_grad() if record else torch.no_grad():
+            result = fn(*new_args, **new_kwargs)
+        outputs, structure = _tensors(result, name)
+        inputs = list(found)
+        own_only = not any(leaf.requires_grad for leaf in leaves if leaf is not None)
+        if record and own_only and any(y.requires_grad for y in outputs):
+            # Only fn's own tensors (a module's parameters) require a gradient.
+            # agnograd links a node only when an input requires one, so this
+            # stand-in for them does; it receives no gradient itself.
+            inputs.append(_stand_in(homes[0]))
+            leaves.append(None)
+            homes.append(homes[0])
+        func = _TorchNode(name, leaves, homes, outputs, [homes[0]] * len(outputs))
+        ys = func.apply(inputs)
+        return ys[0] if structure is None else structure(ys)
+
+    call.__name__ = call.__qualname__ = name  # a module has no __name__ of its own
+    return call
+
+
+def _stand_in(home: Device) -> Variable:
+    xp = home.xp
+    zero = xp.zeros((), dtype=xp.float32, device=home.native)
+    return Variable(zero, name="torch parameters", requires_grad=True)
+
+
+class _TorchNode(FunctionNode):
+    """A node of agnograd's graph over a torch graph that already ran.
+
+    ``leaves`` are the torch leaves of the node's inputs (``None`` for an input
+    without one), ``homes`` the inputs' devices; ``outputs`` are torch's results,
+    which forward hands to agnograd on ``out_homes``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        leaves: Sequence[torch.Tensor | None],
+        homes: Sequence[Device],
+        outputs: Sequence[torch.Tensor],
+        out_homes: Sequence[Device],
+    ) -> None:
+        self._name = name
+        self._leaves = tuple(leaves)
+        self._homes = tuple(homes)
+        self._outputs = tuple(outputs)
+        self._out_homes = tuple(out_homes)
+
+    @property
+    def label(self) -> str:
+        return f"torch:{self._name}"
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        self.retain_inputs(range(len(inputs)))  # Variables for double backprop
+        pairs = zip(self._outputs, self._out_homes, strict=True)
+        return tuple(transfer(y.detach(), home) for y, home in pairs)
+
+    def backward(
+        self, target_input_indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]
+    ) -> tuple[Any, ...]:
+        given = [
+            k
+            for k, (y, g) in enumerate(zip(self._outputs, grad_outputs, strict=True))
+            if g is not None and y.requires_grad
+        ]
+        if not given:
+            return (None,) * len(target_input_indexes)
+        if self._variables_in_backward:
+            return self._recorded_backward(target_input_indexes, given, grad_outputs)
+        ys = [self._outputs[k] for k in given]
+        seeds = [
+            _as_tensor(grad_outputs[k], None, y.device) for k, y in zip(given, ys, strict=True)
+        ]
+        mine = [leaf for leaf in self._leaves if leaf is not None and leaf.requires_grad]
+        for leaf in mine:
+            leaf.grad = None
+        # As torch's own backward: every leaf of the graph that requires a gradient
+        # accumulates it (fn's parameters); the node's inputs are read back below.
+        torch.autograd.backward(ys, seeds, retain_graph=True)
+        gxs = [None if leaf is None else leaf.grad for leaf in self._leaves]
+        for leaf in mine:
+            leaf.grad = None
+        return tuple(
+            None if (gx := gxs[i]) is None else transfer(gx, self._homes[i])
+            for i in target_input_indexes
+        )
+
+    def _recorded_backward(
+        self, indexes: tuple[int, ...], given: list[int], grad_outputs: tuple[Any, ...]
+    ) -> tuple[Any, ...]:
+        """Double backprop: the gradients as outputs of another torch node, whose
+        graph torch records with ``create_graph=True``."""
+        xs = self.get_retained_inputs()
+        gys = [grad_outputs[k] for k in given]
+        ys = [self._outputs[k] for k in given]
+        seeds = [
+            _as_tensor(g.array, None, y.device).requires_grad_(g.requires_grad)
+            for g, y in zip(gys, ys, strict=True)
+        ]
+        leaves = self._leaves
+        wanted = [i for i in indexes if (leaf := leaves[i]) is not None and leaf.requires_grad]
+        mine = {id(leaf) for leaf in (*leaves, *seeds) if leaf is not None}
+        others = [p for p in _torch_leaves(ys) if id(p) not in mine]
+        sources = [leaf for i in wanted if (leaf := leaves[i]) is not None]
+        with torch.enable_grad():
+            gs = torch.autograd.grad(
+                ys,
+                [*sources, *others],
+                seeds,
+                create_graph=True,
+                allow_unused=True,
+            )
+        with torch.no_grad():  # fn's own leaves get the first-order gradient, as in torch
+            for p, g in zip(others, gs[len(wanted) :], strict=True):
+                if g is not None:
+                    if p.grad is None:
+                        p.grad = g.detach().clone()
+                    else:
+                        p.grad += g.detach()
+        found = [(i, g) for i, g in zip(wanted, gs[: len(wanted)], strict=True) if g is not None]
+        if not found:
+            return (None,) * len(indexes)
+        func = _TorchNode(
+            self._name + "'",
+            (*leaves, *seeds),
+            (*self._homes, *(self._out_homes[k] for k in given)),
+            [g for _, g in found],
+            [self._homes[i] for i, _ in found],
+        )
+        results = dict(zip((i for i, _ in found), func.apply((*xs, *gys)), strict=True))
+        return tuple(results.get(i) for i in indexes)
+
+
+def _torch_leaves(outputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The leaf tensors requiring a gradient that torch's graph of ``outputs`` reaches."""
+    found: dict[int, torch.Tensor] = {}
+    for y in outputs:
+        if y.grad_fn is None and y.requires_grad:
+            found[id(y)] = y
+    stack: list[Any] = [y.grad_fn for y in outputs if y.grad_fn is not None]
+    seen: set[Any] = set()
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        leaf = getattr(fn, "variable", None)  # an AccumulateGrad node
+        if isinstance(leaf, torch.Tensor):
+            found[id(leaf)] = leaf
+        stack.extend(nxt for nxt, _ in fn.next_functions)
+    return list(found.values())
+
+
+# ---------------------------------------------------------------------------------
+# Arguments and results
+
+
+def _is_tensor(obj: Any) -> bool:
+    return isinstance(obj, torch.Tensor)
+
+
+def _is_input(obj: Any) -> bool:
+    return isinstance(obj, Variable) or is_array(obj)
+
+
+def _split(tree: Any, take: Callable[[Any], bool]) -> tuple[list[Any], Rebuild]:
+    """The objects in ``tree`` (through tuples, lists and dicts) for which ``take``
+    holds, in order, and a function that rebuilds ``tree`` with others in their place."""
+    found: list[Any] = []
+
+    def walk(obj: Any) -> Rebuild:
+        if take(obj):
+            index = len(found)
+            found.append(obj)
+            return lambda new: new[index]
+        if isinstance(obj, tuple | list):
+            parts = [walk(item) for item in obj]
+            if isinstance(obj, list):
+                return lambda new: [part(new) for part in parts]
+            kind = type(obj)
+            if hasattr(obj, "_fields"):  # a namedtuple
+                return lambda new: kind(*(part(new) for part in parts))
+            return lambda new: kind(part(new) for part in parts)
+        if isinstance(obj, dict):
+            entries = {key: walk(value) for key, value in obj.items()}
+            return lambda new: {key: part(new) for key, part in entries.items()}
+        return lambda new: obj
+
+    rebuild = walk(tree)
+    return found, rebuild
+
+
+def _variables(result: Any, name: str) -> tuple[list[Variable], Any]:
+    """``f``'s result as a list of Variables, and how to shape tensors like it
+    (``None``: a single Variable)."""
+    if isinstance(result, Variable):
+        return [result], None
+    if isinstance(result, tuple | list):
+        items, kind = list(result), type(result)
+        structure = (lambda ts: list(ts)) if kind is list else tuple
+    else:
+        items, structure = [result], None
+    for i, item in enumerate(items):
+        where = f"output {i}" if structure is not None else "its result"
+        if is_array(item):
+            raise TypeError(
+                f"function({name}): f returned a {type(item).__module__.split('.')[0]} array "
+                f"as {where}, not a Variable: it was computed outside agnograd's graph (for "
+                "example with numpy.sum on x.array); compute with agnograd.functions or "
+                "x.__array_namespace__(), or wrap a constant in agnograd.Variable"
+            )
+        if not isinstance(item, Variable):
+            raise TypeError(
+                f"function({name}): f must return a Variable or a tuple (or list) of "
+                f"Variables, got {type(item).__name__} as {where}"
+            )
+    return items, structure
+
+
+def _tensors(result: Any, name: str) -> tuple[list[torch.Tensor], Any]:
+    """``fn``'s result as a list of tensors, and how to shape Variables like it."""
+    if isinstance(result, torch.Tensor):
+        return [result], None
+    if isinstance(result, tuple | list):
+        items = list(result)
+        structure = (lambda vs: list(vs)) if isinstance(result, list) else tuple
+    else:
+        items, structure = [result], None
+    for i, item in enumerate(items):
+        if not isinstance(item, torch.Tensor):
+            where = f"output {i}" if structure is not None else "its result"
+            raise TypeError(
+                f"node({name}): fn must return a tensor or a tuple (or list) of tensors, "
+                f"got {type(item).__name__} as {where}"
+            )
+    return items, structure
+
+
+def _name(fn: Any) -> str:
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) else type(fn).__name__
+
+
+# ---------------------------------------------------------------------------------
+# Crossing between libraries
+
+
+_targets: dict[tuple[Any, str], Device] = {}
+
+
+def _from_torch(t: torch.Tensor, library: str, name: str) -> Any:
+    """Tensor ``t`` (detached) as an array of ``library`` on the same memory,
+    copied only where DLPack cannot share it."""
+    if library == "torch":
+        return t
+    key = (t.device, library)
+    dst = _targets.get(key)
+    if dst is None:
+        here = get_device(t.device)
+        dst, reason = _view_target(here, library)
+        twin = fallback_adapter("gpu")
+        stands_for_host = "cpu" in adapter_named(library).fallback_for
+        if reason is not None and here.is_gpu and twin is not None and stands_for_host:
+            dst, reason = _view_target(here, twin.name)  # NumPy's twin on a GPU: CuPy
+        if reason is not None:
+            raise ValueError(
+                f"function({name}): backend={library!r} cannot hold the tensors of {here}: "
+                f"{reason}; pass backend='torch', or move the tensors"
+            )
+        _targets[key] = dst
+    return transfer(t, dst)
+
+
+def _as_tensor(array: Any, home: Device | None, device: Any = None) -> torch.Tensor:
+    """``array`` as a fresh tensor object on the same memory (a copy only where
+    DLPack cannot share it): on torch's ``device``, or on ``home``'s physical device."""
+    if isinstance(array, torch.Tensor):
+        return array.detach() if device is None else array.detach().to(device)
+    if device is not None:
+        dst = _torch_devices.get(device)
+        if dst is None:
+            dst = _torch_devices[device] = get_device(device)
+    else:
+        assert home is not None
+        dst, _ = _view_target(home, "torch")  # elsewhere, transfer copies
+    return transfer(array, dst)  # a new tensor object (DLPack's import makes one)
+
+
+_torch_devices: dict[Any, Device] = {}
+
+
+def _to_torch(
+    arrays: Sequence[Any], places: Sequence[torch.Tensor] | None, taken: Sequence[torch.Tensor]
+) -> list[Any]:
+    """``arrays`` (``None`` stays) as tensors: on the device of the tensor at the
+    same place in ``places``, or on their own physical device. A result whose memory
+    overlaps a tensor of ``taken`` or an earlier result is copied: torch may keep a
+    gradient as a leaf's ``.grad`` and later add into it in place."""
+    spans = [s for s in map(_span, taken) if s is not None]
+    results: list[Any] = []
+    for i, array in enumerate(arrays):
+        if array is None:
+            results.append(None)
+            continue
+        if places is None:
+            t = _as_tensor(array, get_device(array))
+        else:
+            t = _as_tensor(array, None, places[i].device)
+        span = _span(t)
+        if span is not None and any(a < span[1] and span[0] < b for a, b in spans):
+            t = t.clone()
+            span = _span(t)
+        if span is not None:
+            spans.append(span)
+        results.append(t)
+    return results
+
+
+def _span(t: torch.Tensor) -> tuple[int, int] | None:
+    """The addresses ``[start, end)`` that tensor ``t`` reads (``None``: none)."""
+    n = t.numel()
+    if n == 0 or t.layout != torch.strided or t.is_meta:
+        return None
+    start = t.data_ptr()
+    if not t.is_contiguous():
+        n = sum((size - 1) * step for size, step in zip(t.shape, t.stride(), strict=True)) + 1
+    return start, start + n * t.element_size()
