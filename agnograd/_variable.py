@@ -388,7 +388,8 @@ class Variable(Operators, Printing, NnablaInterface):
                 f"gradient shape {tuple(g.shape)} differs from data shape {tuple(data.shape)}",
             )
         gdev, dev = array_api_compat.device(g), array_api_compat.device(data)
-        if gdev != dev:
+        # None: a device not known yet (JAX's tracers report none).
+        if gdev != dev and gdev is not None and dev is not None:
             raise self._grad_error(
                 what,
                 TypeError,

@@ -504,3 +504,17 @@ def test_node_compiles_once_per_shape_when_jitted(jit: bool) -> None:
         np.testing.assert_allclose(x.grad, [2 * value, 2.0])
     # Jitted: traced for the compiled forward and the compiled backward, once each.
     assert len(traced) == (2 if jit else 3)
+
+
+def test_a_concrete_gradient_seeds_a_traced_output() -> None:
+    # JAX's tracers report no device: a concrete seed must not be refused as being on
+    # another one (it was, under jax.grad).
+    def f(x: Any) -> Any:
+        v = agnograd.Variable(x)
+        y = agnograd.functions.sum(v * v * v)
+        y.grad = jnp.asarray(1.0)
+        y.backward()
+        return jnp.sum(v.grad)
+
+    x = jnp.asarray([1.0, 2.0])
+    np.testing.assert_allclose(np.asarray(jax.grad(f)(x)), [6.0, 12.0])
