@@ -23,6 +23,7 @@ from agnograd import (
 from agnograd._adapter import Adapter
 from agnograd._backend import register_adapter
 from agnograd._checkpoint import checkpoint
+from agnograd._compiled import CompiledGraph, compile  # noqa: A004 - agnograd.compile
 from agnograd._config import (
     auto_forward,
     config,
@@ -46,6 +47,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Adapter",
+    "CompiledGraph",
     "CopyWarning",
     "Device",
     "FunctionHook",
@@ -60,6 +62,7 @@ __all__ = [
     "backward",
     "build_computational_graph",
     "checkpoint",
+    "compile",
     "computational_graph",
     "config",
     "force_backprop_mode",

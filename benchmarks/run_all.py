@@ -39,6 +39,7 @@ BENCHMARKS = {
     "checkpoint": ("bench_checkpoint.py", True),
     "bridge": ("bench_bridge.py", True),
     "bridge_jax": ("bench_bridge_jax.py", True),
+    "compiled": ("bench_compiled.py", True),
 }
 
 

@@ -1,0 +1,742 @@
+"""Compiled re-runs of a define-then-run graph: a flat plan of forward and backward steps.
+
+``y.forward(); y.backward()`` walks the graph on every run: it sorts the functions,
+reads each node's inputs from its node, checks every gradient's shape and dtype and
+keeps every intermediate array in its node. A static graph can do all of that once.
+:func:`compile` turns the graph behind ``y`` into a :class:`CompiledGraph`: two
+Python functions generated for it, forward and backward, of straight-line code over
+numbered slots of a flat list of arrays, with the namespace functions, scalars,
+gradient targets, broadcast reductions and dtype casts bound when it was compiled
+(``plan.source`` shows them).
+
+The steps run the same array operations in the same order as the graph's own
+``forward`` and backward (the backward order is the engine's, computed once by
+running its queue on the graph without arrays), so the results are equal bit for
+bit. Common elementwise nodes (the namespace's unary functions, ``+``, ``-``, ``*``
+and their forms with a Python scalar) get lines of their own that call the array
+operations directly, their rules traced into them; every other node runs its
+``forward`` and ``backward``, as the engine would.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agnograd import _versions
+from agnograd._abstract import Abstract, DataDependentError
+from agnograd._backend import raw_namespace
+from agnograd._config import HOOKS, MODE, using_config
+from agnograd._define_then_run import _unlinked, forward_all, set_node_data
+from agnograd._engine import (
+    _call_backward,
+    _cast,
+    _gradient_tuple,
+    _leaf_lock,
+    _of_targets,
+    _quiet,
+    _refuses,
+    _seed,
+    _sum_to,
+)
+from agnograd._engine import backward as engine_backward
+from agnograd._function import FunctionNode
+from agnograd._graph import functions_of
+from agnograd._variable import Variable, VariableNode, clear_node_data
+from agnograd.functions._core import Unary
+from agnograd.functions._elementwise import (
+    Add,
+    AddConstant,
+    DivConstant,
+    Mul,
+    MulConstant,
+    Sub,
+    SubFromConstant,
+)
+
+Step = Callable[..., None]
+
+
+def compile(outputs: Variable | Sequence[Variable]) -> CompiledGraph:  # noqa: A001
+    """Compile the define-then-run graph ending at ``outputs`` into a re-runnable plan.
+
+    Parameters
+    ----------
+    outputs : Variable or sequence of Variable
+        The graph's outputs, built under ``auto_forward(False)``.
+
+    Returns
+    -------
+    CompiledGraph
+        ``forward()``, ``backward()`` and ``run()`` (both) re-run the graph with the
+        data its inputs hold now, as ``y.forward()`` and ``y.backward()`` would.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd, agnograd.functions as F
+    >>> from agnograd._compiled import compile
+    >>> x = agnograd.Variable(shape=(2,), need_grad=True)
+    >>> with agnograd.auto_forward(False):
+    ...     y = F.sum(F.exp(x) * 2.0)
+    >>> plan = compile(y)
+    >>> x.d = np.zeros(2); plan.run(); float(y.d), x.g
+    (4.0, array([2., 2.]))
+    >>> x.d = np.ones(2); x.cleargrad(); plan.run(); x.g
+    array([5.43656366, 5.43656366])
+    """
+    if isinstance(outputs, Variable):
+        outputs = [outputs]
+    outputs = list(outputs)
+    for i, y in enumerate(outputs):
+        if not isinstance(y, Variable):
+            raise TypeError(f"compile: outputs[{i}] must be a Variable, got {type(y).__name__}")
+    return CompiledGraph(outputs)
+
+
+class CompiledGraph:
+    """The plan of a define-then-run graph: forward and backward as flat step lists.
+
+    Made by :func:`compile`. Each run first compares the inputs' array types, shapes
+    and dtypes and the graph's links with those the plan was made for, in one
+    comparison; when they differ, the output shapes are inferred again and the plan
+    is rebuilt. While function hooks are set or an array was written in place
+    (``x[key] = value``), a run falls back to ``forward_all`` and the engine, which
+    deal with both.
+
+    Differences from ``y.forward(); y.backward()``, to know when mixing them:
+
+    - Only the outputs, and the intermediate Variables alive when the plan was made,
+      receive their data; other intermediate arrays live in the plan and are freed
+      after their last use.
+    - The arrays that the plan's own elementwise steps keep for backward live in the
+      plan, not in their nodes: run the plan's ``backward`` after its ``forward``
+      (``y.backward()`` after ``plan.forward()`` raises for those nodes).
+    - ``backward`` takes no options: it is ``y.backward()`` with the defaults (no
+      ``retain_grad``, double backprop, ``loss_scale`` or ``clear_buffer``).
+    """
+
+    def __init__(self, outputs: list[Variable]) -> None:
+        self.outputs = outputs
+        self._fallback = False
+        self._build()
+
+    # -- running ------------------------------------------------------------------
+
+    def forward(self) -> None:
+        """Recompute the outputs from the data the graph's inputs hold now."""
+        leaves = self._leaves
+        datas = [n.data for n in leaves]
+        try:
+            signature: Any = _signature(leaves, datas)
+        except AttributeError:  # an input without data: _build says which
+            signature = None
+        if signature != self._signature or [f.inputs for f in self._funcs] != self._links:
+            self._rebuild()
+            datas = [n.data for n in self._leaves]
+        self._fallback = bool(MODE.get()[HOOKS]) or bool(_versions.versions)
+        if self._fallback:  # the plan proved neither: run the reference implementation
+            forward_all(self.outputs)
+            return
+        buf = self._buffer
+        for slot, d in zip(self._leaf_slots, datas, strict=True):
+            buf[slot] = d
+        self._forward_code(buf)
+        for slot, node in self._published:
+            set_node_data(node, buf[slot])
+
+    def backward(self) -> None:
+        """Backpropagate from the outputs into the leaves' gradients, as ``y.backward()``."""
+        if self._fallback:
+            engine_backward(self.outputs)
+            return
+        seeds = []
+        for i, y in enumerate(self.outputs):
+            node, gy = _seed(y, None, i, None, False, "backward")
+            if node.creator_node is not None:
+                seeds.append((self._slot_of[node], gy))
+        seen = {id(gy) for _, gy in seeds}
+        buf, g = self._buffer, self._grads
+        for slot, gy in seeds:
+            prev = g[slot]
+            g[slot] = gy if prev is None else prev + gy
+        if self._runs_rules:
+            # Nodes' own backward may call agnograd's functions: in the engine's
+            # configuration (which costs as much as a tenth of the chain's backward,
+            # so the plan's own steps, which call none, run without it).
+            with (
+                using_config("auto_forward", True),
+                using_config("enable_backprop", False),
+                _quiet(),
+            ):
+                self._backward_code(buf, g)
+        else:
+            with _quiet():
+                self._backward_code(buf, g)
+        # The engine's accumulation into the leaves, less the checks of the gradients'
+        # library, shape and dtype, which the plan proved.
+        for slot, node in self._grad_leaves:
+            gx = g[slot]
+            if gx is None:
+                continue
+            g[slot] = None
+            var = node._variable()
+            if var is None:
+                continue
+            if id(gx) in seen:  # one array reached two leaves (a + b): each its own
+                gx = raw_namespace(gx).asarray(gx, copy=True)
+            seen.add(id(gx))
+            with _leaf_lock:
+                prev = var._grad_var
+                var._grad_var = Variable._new(gx if prev is None else prev._data + gx, False)
+
+    def run(self) -> None:
+        """``forward()`` then ``backward()``."""
+        self.forward()
+        self.backward()
+
+    # -- compiling ----------------------------------------------------------------
+
+    def _rebuild(self) -> None:
+        """Infer every output's shape and dtype again from the inputs' data, then
+        rebuild the plan (the inputs' shapes, dtypes or the graph changed)."""
+        funcs = functions_of([y._node for y in self.outputs])
+        _set_namespaces(funcs)
+        for func in funcs:
+            nodes = func.inputs or ()
+            specs = []
+            for node in nodes:
+                data = node.data if node.creator_node is None else None
+                shape, dtype = (
+                    (node.shape, node.dtype) if data is None else (data.shape, data.dtype)
+                )
+                specs.append(Abstract(tuple(shape or ()), dtype, func.xp))
+            try:
+                inferred = func.infer(tuple(specs))
+            except DataDependentError as error:
+                raise TypeError(
+                    f"compiled forward: {func.label} cannot infer its output shape for the "
+                    f"new inputs ({error}); compile the graph again after y.forward()"
+                ) from None
+            for ref, (shape, dtype) in zip(func.outputs or (), inferred, strict=True):
+                out = ref()
+                if out is not None:
+                    out.shape, out.dtype = shape, dtype
+        self._build()
+
+    def _build(self) -> None:
+        outs = [y._node for y in self.outputs]
+        funcs = functions_of(outs)
+        self._funcs = funcs
+        self._links = [f.inputs for f in funcs]
+        slot_of: dict[VariableNode, int] = {}
+        leaves: list[VariableNode] = []
+        for f in funcs:
+            for node in f.inputs or ():
+                if node.creator_node is None and node not in slot_of:
+                    slot_of[node] = len(slot_of)
+                    leaves.append(node)
+            for ref in f.outputs or ():
+                out = ref()
+                if out is not None:
+                    slot_of[out] = len(slot_of)
+        for node in outs:
+            if node not in slot_of:  # an output that is a leaf: fed, never computed
+                slot_of[node] = len(slot_of)
+                leaves.append(node)
+        self._slot_of = slot_of
+        self._leaves = leaves
+        self._leaf_slots = [slot_of[n] for n in leaves]
+        datas = [n.data for n in leaves]
+        missing = [n.label for n, d in zip(leaves, datas, strict=True) if d is None]
+        if missing:
+            raise RuntimeError(
+                f"compiled graph: its inputs {', '.join(missing)} have no data; feed them "
+                "first (x.d = array): the plan is made for their shapes and dtypes"
+            )
+        self._signature = _signature(leaves, datas)
+        self._buffer: list[Any] = [None] * len(slot_of)
+        self._grads: list[Any] = [None] * len(slot_of)
+        if funcs:
+            sample = datas[0]
+            _versions.record(raw_namespace(sample), (), (), sample)  # learn if it counts
+        _set_namespaces(funcs)
+
+        # Which inputs need a gradient: a leaf that requires one and is alive, or a
+        # node computed by a function with such an input (JAX's pruning of zeros).
+        needed_funcs: set[FunctionNode] = set()
+        indexes: dict[FunctionNode, tuple[int, ...]] = {}
+        for f in funcs:
+            idx = tuple(
+                i
+                for i, x in enumerate(f.inputs or ())
+                if x.requires_grad
+                and (
+                    x._variable() is not None
+                    if x.creator_node is None
+                    else x.creator_node in needed_funcs
+                )
+            )
+            indexes[f] = idx
+            if idx:
+                needed_funcs.add(f)
+        order, grad_leaves = _backward_order(outs, indexes)
+
+        keep = set(outs)
+        published = []
+        for node in slot_of:
+            if node.creator_node is None:
+                continue
+            if node in keep or node.persistent or node._variable() is not None or node in _unlinked:
+                published.append((slot_of[node], node))
+            else:
+                clear_node_data(node)  # no stale arrays: the plan holds them now
+        self._published = published
+        self._grad_leaves = [(slot_of[n], n) for n in grad_leaves]
+
+        env: dict[str, Any] = {}
+
+        def bind(obj: Any) -> str:
+            name = f"c{len(env)}"
+            env[name] = obj
+            return name
+
+        forward: list[tuple[list[str], list[int]]] = []
+        backward: list[tuple[list[str], list[int]]] = []
+        reads: dict[int, list[int]] = {}  # slot -> steps reading it (forward i, backward n+i)
+        own = {}
+        for f in funcs:
+            lines, own[f] = _forward_code(f, slot_of, bind)
+            for node in f.inputs or ():
+                reads.setdefault(slot_of[node], []).append(len(forward))
+            forward.append((lines, []))
+        n = len(forward)
+        state = {slot_of[node]: "set" for node in outs if node.creator_node is not None}
+        for f in order:
+            lines, uses = _backward_code(f, indexes[f], slot_of, own[f], bind, state)
+            for slot in uses:
+                reads.setdefault(slot, []).append(n + len(backward))
+            backward.append((lines, []))
+        published_slots = {s for s, _ in published}
+        for slot, steps in reads.items():
+            if slot not in published_slots:  # free each array after its last use
+                last = max(steps)
+                (forward[last] if last < n else backward[last - n])[1].append(slot)
+        self._runs_rules = not all(own[f] for f in order)
+        forward_source = _source("forward", "buf", forward)
+        backward_source = _source("backward", "buf, g", backward)
+        self._forward_code = _function("forward", forward_source, env)
+        self._backward_code = _function("backward", backward_source, env)
+        #: The generated code, for reading (``print(plan.source)``).
+        self.source = forward_source + "\n" + backward_source
+
+
+def _signature(leaves: list[VariableNode], datas: list[Any]) -> tuple[Any, ...]:
+    """What a plan is made for: each input's creator (None; ``rewire_on`` gives it
+    one), array type, shape and dtype."""
+    return tuple(
+        [(n.creator_node, d.__class__, d.shape, d.dtype) for n, d in zip(leaves, datas)]  # noqa: B905
+    )
+
+
+def _source(name: str, args: str, steps: list[tuple[list[str], list[int]]]) -> str:
+    """One function of straight-line code: each step's lines, then ``buf[k] = None``
+    for each array whose last reader the step was."""
+    lines = [f"def {name}({args}):"]
+    for code, free in steps:
+        lines += ["    " + line for line in code]
+        lines += [f"    buf[{k}] = None" for k in free]
+    return "\n".join([*lines, "    return None"])
+
+
+def _function(name: str, source: str, env: dict[str, Any]) -> Callable[..., None]:
+    """The function ``name`` defined by ``source``, whose names are bound in ``env``:
+    no loop, no calls but the array operations (and the nodes that run their own
+    forward and backward)."""
+    namespace = dict(env)
+    exec(source, namespace)  # our own lines, from bound names only
+    function: Callable[..., None] = namespace[name]
+    return function
+
+
+def _set_namespaces(funcs: list[FunctionNode]) -> None:
+    """Each function's namespace, that of its first input: the library of a leaf's
+    data, or of the function that computes it (``funcs`` in forward order)."""
+    for f in funcs:
+        inputs = f.inputs or ()
+        if inputs:
+            first = inputs[0]
+            creator = first.creator_node
+            if creator is not None:
+                f.xp = creator.xp
+            elif first.data is not None:
+                f.xp = raw_namespace(first.data)
+
+
+def _backward_order(
+    outs: list[VariableNode], indexes: dict[FunctionNode, tuple[int, ...]]
+) -> tuple[list[FunctionNode], list[VariableNode]]:
+    """The order in which the engine runs the backward of each function (its heap,
+    run without arrays), and the leaves in the order their first gradient arrives.
+    Same order, same sums: the gradients come out equal bit for bit."""
+    heap: list[tuple[int, int, FunctionNode]] = []
+    count = itertools.count()
+    has_grad: set[VariableNode] = set()
+    done: set[FunctionNode] = set()
+    order: list[FunctionNode] = []
+    leaves: list[VariableNode] = []
+
+    def add(x: VariableNode) -> None:
+        if x in has_grad:
+            return
+        has_grad.add(x)
+        creator = x.creator_node
+        if creator is None:
+            leaves.append(x)
+        elif indexes.get(creator):
+            heapq.heappush(heap, (-creator.rank, next(count), creator))
+
+    for node in outs:
+        if node.creator_node is not None:
+            add(node)
+    while heap:
+        func = heapq.heappop(heap)[2]
+        if func in done:
+            continue
+        done.add(func)
+        order.append(func)
+        inputs = func.inputs or ()
+        for i in indexes[func]:
+            add(inputs[i])
+    return order, leaves
+
+
+# -- forward steps --------------------------------------------------------------
+
+
+def _plain(func: FunctionNode) -> bool:
+    """Whether ``func`` may get a step of its own: one of agnograd's classes, on a
+    library that keeps no write counts (whose nodes record no versions)."""
+    return (
+        not func._local_hooks
+        and not func._defined_outside
+        and func.xp in _versions.uncounted
+        and all(n.shape is not None for n in func.inputs or ())
+    )
+
+
+def _forward_code(
+    func: FunctionNode, slot_of: dict[VariableNode, int], bind: Callable[[Any], str]
+) -> tuple[list[str], bool]:
+    """The lines of ``func``'s forward, and whether they are its own (its backward is
+    then the plan's too; otherwise the node runs ``forward`` and keeps what it retains)."""
+    ins = [slot_of[n] for n in func.inputs or ()]
+    refs = [r() for r in func.outputs or ()]
+    outs = [None if r is None else slot_of[r] for r in refs]
+    cls = type(func)
+    xp = func.xp
+    if _plain(func) and len(outs) == 1 and outs[0] is not None:
+        o = outs[0]
+        out_node: Any = refs[0]
+        same = all(
+            n.shape == out_node.shape and n.dtype == out_node.dtype for n in func.inputs or ()
+        )
+        if _own_unary(func) and same:
+            if func.compute is None:  # type: ignore[attr-defined]
+                fn = bind(getattr(xp, func.fn))  # type: ignore[attr-defined]
+                return [f"buf[{o}] = {fn}(buf[{ins[0]}])"], True
+            compute = bind(func.compute)  # type: ignore[attr-defined]
+            return [f"buf[{o}] = {compute}({bind(xp)}, buf[{ins[0]}])"], True
+        if cls in _WITH_SCALAR and same:
+            value = bind(func.value)  # type: ignore[attr-defined]
+            pattern = _WITH_SCALAR[cls][0]
+            return [f"buf[{o}] = " + pattern.format(x=f"buf[{ins[0]}]", c=value)], True
+        real = not any(xp.isdtype(n.dtype, "complex floating") for n in func.inputs or ())
+        if cls in _BINARY and len(ins) == 2 and (cls is not Mul or real):
+            return [f"buf[{o}] = buf[{ins[0]}] {_BINARY[cls]} buf[{ins[1]}]"], True
+    step = bind(_generic_forward(func, ins, outs))
+    return [f"{step}(buf)"], False
+
+
+def _own_unary(func: FunctionNode) -> bool:
+    cls = type(func)
+    return (
+        isinstance(func, Unary) and cls.forward is Unary.forward and cls.backward is Unary.backward
+    )
+
+
+def _generic_forward(func: FunctionNode, ins: list[int], outs: list[int | None]) -> Step:
+    """What ``forward_all`` does for one node, with its slots and namespace bound."""
+    forward = func.forward
+    xp = func.xp
+    written = _versions.versions
+
+    def step(buf: list[Any]) -> None:
+        arrays = tuple([buf[k] for k in ins])
+        results = forward(arrays)
+        for k, y in zip(outs, results, strict=True):
+            if k is not None:
+                buf[k] = y
+        retain_in, retain_out = func._retain_in, func._retain_out
+        saved_in = tuple([arrays[i] for i in retain_in])
+        saved_out = tuple([results[i] for i in retain_out])
+        func._saved_inputs, func._saved_outputs = saved_in, saved_out
+        if (retain_in or retain_out) and (written or xp not in _versions.uncounted):
+            sample = (arrays or results)[0]
+            func._saved_versions = _versions.record(xp, saved_in, saved_out, sample)
+        elif func._saved_versions is not None:
+            func._saved_versions = None
+
+    return step
+
+
+# class -> (its forward, its gradient): the nodes of an array and a Python scalar
+# ``c``, whose gradient is ``value.conjugate()`` (bound as ``c`` in the backward).
+_WITH_SCALAR: dict[type, tuple[str, str]] = {
+    MulConstant: ("{x} * {c}", "gy * {c}"),
+    AddConstant: ("{x} + {c}", "gy"),
+    DivConstant: ("{x} / {c}", "gy / {c}"),
+    SubFromConstant: ("{c} - {x}", "-gy"),
+}
+_BINARY: dict[type, str] = {Add: "+", Sub: "-", Mul: "*"}
+
+
+# -- backward steps -------------------------------------------------------------
+
+
+def _fix(func: FunctionNode, i: int, out: VariableNode) -> Callable[[Any], Any] | None:
+    """The engine's sum-to-shape and dtype cast for the gradient of input ``i`` of an
+    elementwise ``func`` (whose gradients have its output's shape and dtype), bound
+    where the shapes and dtypes say they are needed; None where they are not."""
+    x = (func.inputs or ())[i]
+    shape, dtype = x.shape, x.dtype
+    reduce = shape != out.shape
+    cast = dtype != out.dtype
+    if not (reduce or cast):
+        return None
+
+    def fix(gx: Any) -> Any:
+        if reduce:
+            gx = _sum_to(gx, shape, func, i)  # type: ignore[arg-type]
+        if cast:
+            gx = _cast(gx, dtype)
+        return gx
+
+    return fix
+
+
+def _backward_code(
+    func: FunctionNode,
+    indexes: tuple[int, ...],
+    slot_of: dict[VariableNode, int],
+    own: bool,
+    bind: Callable[[Any], str],
+    state: dict[int, str],
+) -> tuple[list[str], list[int]]:
+    """The lines of ``func``'s backward and the value slots they read.
+
+    ``state`` says of each gradient slot what the steps before leave in it: nothing
+    (absent), an array (``"set"``) or either (``"maybe"``, after a node's own
+    backward, which may return None); the lines test for None only in the last case.
+    """
+    in_nodes = func.inputs or ()
+    ins = [slot_of[n] for n in in_nodes]
+    refs = [r() for r in func.outputs or ()]
+    outs = [None if r is None else slot_of[r] for r in refs]
+    if not own:
+        for i in indexes:
+            state.setdefault(ins[i], "maybe")
+        return [f"{bind(_generic_backward(func, indexes, ins, outs))}(buf, g)"], []
+    o: Any = outs[0]
+    known = state.get(o)
+    if known is None:
+        return [], []  # no gradient reaches it
+    out_node: Any = refs[0]
+    cls = type(func)
+    body: list[str] = []
+    uses: list[int] = []
+    if isinstance(func, Unary):
+        x = f"buf[{ins[0]}]" if func._retain_in else "None"
+        y = f"buf[{o}]" if func._retain_out else "None"
+        uses = [k for k, kept in ((ins[0], func._retain_in), (o, func._retain_out)) if kept]
+        traced = _trace(func.rule, func.xp, x, y, out_node.dtype, bind)
+        body += traced or [f"gx = {bind(func.rule)}({bind(func.xp)}, {x}, {y}, gy)"]
+        body += _accumulate(ins[0], state)
+    elif cls in _WITH_SCALAR:
+        value = bind(func.value.conjugate())  # type: ignore[attr-defined]
+        body.append("gx = " + _WITH_SCALAR[cls][1].format(c=value))
+        body += _accumulate(ins[0], state)
+    else:
+        a, b = ins
+        if cls is Mul:
+            uses = [a, b]
+        for i in indexes:
+            if cls is Mul:
+                body.append(f"gx = gy * buf[{b if i == 0 else a}]")
+            else:
+                body.append("gx = -gy" if cls is Sub and i == 1 else "gx = gy")
+            fix = _fix(func, i, out_node)
+            if fix is not None:
+                body.append(f"gx = {bind(fix)}(gx)")
+            body += _accumulate(ins[i], state)
+    if known == "set":
+        return [f"gy = g[{o}]", f"g[{o}] = None", *body], uses
+    lines = [f"gy = g[{o}]", "if gy is not None:", f"    g[{o}] = None"]
+    return lines + ["    " + line for line in body], uses
+
+
+class _UntraceableError(Exception):
+    """A rule did something the tracer cannot write down (it is then called instead)."""
+
+
+class _Sym:
+    """An array of a traced rule: a name in the generated code, with the dtype of
+    the arrays it stands for (rules branch on dtypes, which the plan fixes)."""
+
+    def __init__(self, tracer: _Tracer, name: str, dtype: Any) -> None:
+        self._tracer, self.name, self.dtype = tracer, name, dtype
+
+    def __array_namespace__(self, api_version: Any = None) -> _Tracer:
+        return self._tracer
+
+    def __bool__(self) -> bool:
+        raise _UntraceableError("a rule branches on values")
+
+    def _op(self, other: Any, op: str, reflected: bool = False) -> _Sym:
+        a, b = self.name, self._tracer.operand(other)
+        return self._tracer.emit(f"{b} {op} {a}" if reflected else f"{a} {op} {b}")
+
+    def __add__(self, other: Any) -> _Sym:
+        return self._op(other, "+")
+
+    def __radd__(self, other: Any) -> _Sym:
+        return self._op(other, "+", True)
+
+    def __sub__(self, other: Any) -> _Sym:
+        return self._op(other, "-")
+
+    def __rsub__(self, other: Any) -> _Sym:
+        return self._op(other, "-", True)
+
+    def __mul__(self, other: Any) -> _Sym:
+        return self._op(other, "*")
+
+    def __rmul__(self, other: Any) -> _Sym:
+        return self._op(other, "*", True)
+
+    def __truediv__(self, other: Any) -> _Sym:
+        return self._op(other, "/")
+
+    def __rtruediv__(self, other: Any) -> _Sym:
+        return self._op(other, "/", True)
+
+    def __neg__(self) -> _Sym:
+        return self._tracer.emit(f"-{self.name}")
+
+
+class _Tracer:
+    """The namespace a traced rule gets: each array function it calls on traced
+    arrays becomes a line; dtype queries and the like pass through to ``xp``."""
+
+    def __init__(self, xp: Any, dtype: Any, bind: Callable[[Any], str]) -> None:
+        self._xp, self._dtype, self._bind = xp, dtype, bind
+        self.lines: list[str] = []
+
+    def operand(self, value: Any) -> str:
+        if isinstance(value, _Sym):
+            return value.name
+        if type(value) in (int, float, complex, bool):
+            return self._bind(value)
+        raise _UntraceableError(f"operand {type(value).__name__}")
+
+    def emit(self, expression: str) -> _Sym:
+        name = f"t{len(self.lines)}"
+        self.lines.append(f"{name} = {expression}")
+        return _Sym(self, name, self._dtype)
+
+    def __getattr__(self, name: str) -> Any:
+        fn = getattr(self._xp, name)
+        if not callable(fn):
+            return fn
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if not any(isinstance(a, _Sym) for a in (*args, *kwargs.values())):
+                return fn(*args, **kwargs)  # isdtype, finfo, ...: no array involved
+            if kwargs:
+                raise _UntraceableError("keyword arguments")
+            return self.emit(f"{self._bind(fn)}({', '.join(self.operand(a) for a in args)})")
+
+        return call
+
+
+def _trace(
+    rule: Any, xp: Any, x: str, y: str, dtype: Any, bind: Callable[[Any], str]
+) -> list[str] | None:
+    """The lines of ``rule(xp, x, y, gy)`` as straight-line code computing ``gx``: the
+    same array operations in the same order, without the calls of the rule and its
+    helpers (``conjugate`` of a real array is no operation). None if the rule does
+    something else than elementwise arithmetic and namespace calls."""
+    tracer = _Tracer(xp, dtype, bind)
+    try:
+        sym = {name: None if name == "None" else _Sym(tracer, name, dtype) for name in (x, y)}
+        gx = rule(tracer, sym[x], sym[y], _Sym(tracer, "gy", dtype))
+    except Exception:  # anything the tracer cannot follow: the rule is called instead
+        return None
+    if not isinstance(gx, _Sym) or gx.name == "gy" or not tracer.lines:
+        return None
+    return [*tracer.lines, f"gx = {gx.name}"]
+
+
+def _accumulate(k: int, state: dict[int, str]) -> list[str]:
+    """Add ``gx`` to the gradient in slot ``k`` (the first one is taken as it is)."""
+    known = state.get(k)
+    state[k] = "set"
+    if known is None:
+        return [f"g[{k}] = gx"]
+    if known == "set":
+        return [f"g[{k}] = g[{k}] + gx"]
+    return [f"prev = g[{k}]", f"g[{k}] = gx if prev is None else prev + gx"]
+
+
+def _generic_backward(
+    func: FunctionNode, indexes: tuple[int, ...], ins: list[int], outs: list[int | None]
+) -> Step:
+    """What the engine does for one node, with its slots, targets and the checks
+    that the compile could not settle bound."""
+    in_nodes = func.inputs or ()
+    backward = func.backward
+    targets: list[Any] = [(i, ins[i], in_nodes[i].shape, in_nodes[i].dtype) for i in indexes]
+    calls_hooks = bool(func._local_hooks) or func.backward_receives_variables
+    outside = func._defined_outside
+
+    def step(buf: list[Any], g: list[Any]) -> None:
+        gys = tuple([None if k is None else g[k] for k in outs])
+        if all(gy is None for gy in gys):
+            return
+        for k in outs:
+            if k is not None:
+                g[k] = None
+        if calls_hooks:
+            gxs = _call_backward(func, in_nodes, indexes, gys)
+        elif outside and _refuses(func.xp, gys):
+            gxs = _call_backward(func, in_nodes, indexes, gys, False, True)
+        else:
+            gxs = backward(indexes, gys)
+        if gxs.__class__ is not tuple:
+            gxs = _gradient_tuple(func, gxs)
+        if len(gxs) != len(indexes):
+            gxs = _of_targets(func, gxs, indexes, len(in_nodes))
+        for (i, k, shape, dtype), gx in zip(targets, gxs, strict=True):
+            if gx is None:
+                continue
+            if gx.__class__ is Variable:
+                gx = gx._data
+            if gx.shape != shape:
+                gx = _sum_to(gx, shape, func, i)
+            if gx.dtype is not dtype and gx.dtype != dtype:
+                gx = _cast(gx, dtype)
+            prev = g[k]
+            g[k] = gx if prev is None else prev + gx
+
+    return step

@@ -1,0 +1,182 @@
+"""Compiled re-runs of a static graph: the chain and the MLP step, against NumPy by hand.
+
+A define-then-run graph built once is re-run with ``y.forward(); y.backward()``
+(static) or with a plan made by ``agnograd.compile(y)`` (compiled: straight-line
+code with every per-op decision taken once). Both are timed with eager agnograd and
+the hand-written NumPy, interleaved, and reported as multiples of the hand-written
+NumPy measured in the same rounds.
+
+- chain: ``bench_overhead``'s 200-op chain (25 blocks of ``tanh, *0.5, exp, -1.0,
+  *w, +x, sin, +b``) on (8,) float64, forward and backward. Target: compiled at
+  most 1.3x hand-written NumPy.
+- mlp: ``bench_mlp``'s step, 784-1024-1024-10, batch 256, float32. Target: compiled
+  at most 1.02x hand-written NumPy.
+
+Run ``python benchmarks/bench_compiled.py [--rounds N] [--quick] [--profile]``.
+"""
+
+import os
+
+# Before anything imports NumPy: BLAS reads these once, when it is loaded. Two BLAS
+# threads stall on a busy two-core machine, and one thread makes contestants comparable.
+os.environ.update(
+    dict.fromkeys(("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1")
+)
+
+import statistics
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import _harness
+import bench_mlp
+import bench_overhead
+import numpy as np
+
+import agnograd
+import agnograd.functions as F
+from agnograd._compiled import compile as compile_graph
+
+TARGETS = {"chain": 1.3, "mlp": 1.02}
+
+
+def chain_steps(blocks: int) -> dict[str, Callable[[], Any]]:
+    """hand-numpy, eager, static and compiled steps of the chain, returning (gx, gw)."""
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1.0, 1.0, bench_overhead.SIZE)
+    w = rng.uniform(0.5, 1.5, bench_overhead.SIZE)
+    seed = np.ones(bench_overhead.SIZE)
+    xv = agnograd.Variable(x)
+    wv = agnograd.Variable(w)
+    with agnograd.auto_forward(False):
+        y = bench_overhead.chain(xv, xv, wv, F.tanh, F.exp, F.sin, blocks)
+    y.grad = seed
+    plan = compile_graph(y)
+
+    def static() -> tuple[Any, Any]:
+        xv.cleargrad()
+        wv.cleargrad()
+        y.forward()
+        y.backward()
+        return xv.grad, wv.grad
+
+    def compiled() -> tuple[Any, Any]:
+        xv.cleargrad()
+        wv.cleargrad()
+        plan.run()
+        return xv.grad, wv.grad
+
+    return {
+        "hand-numpy": bench_overhead.hand_numpy(x, w, seed, blocks),
+        "eager": bench_overhead.agnograd_step(x, w, seed, blocks),
+        "static": static,
+        "compiled": compiled,
+    }
+
+
+def mlp_steps(quick: bool) -> dict[str, Callable[[], Any]]:
+    """hand-numpy, eager, static and compiled MLP steps, returning (loss, grads)."""
+    sizes = bench_mlp.QUICK_SIZES if quick else bench_mlp.SIZES
+    batch = bench_mlp.QUICK_BATCH if quick else bench_mlp.BATCH
+    x, t, params = bench_mlp.problem(sizes, batch)
+    variables = [agnograd.Variable(p) for p in params]
+    W1, b1, W2, b2, W3, b3 = variables
+    xv = agnograd.Variable(x, requires_grad=False)
+    with agnograd.auto_forward(False):
+        h1 = F.tanh(F.matmul(xv, W1) + b1)
+        h2 = F.tanh(F.matmul(h1, W2) + b2)
+        loss = F.softmax_cross_entropy(F.matmul(h2, W3) + b3, t)
+    plan = compile_graph(loss)
+
+    def static() -> tuple[Any, list[Any]]:
+        for v in variables:
+            v.cleargrad()
+        loss.forward()
+        loss.backward()
+        return loss.array, [v.grad for v in variables]
+
+    def compiled() -> tuple[Any, list[Any]]:
+        for v in variables:
+            v.cleargrad()
+        plan.run()
+        return loss.array, [v.grad for v in variables]
+
+    return {
+        "hand-numpy": bench_mlp.hand_numpy(x, t, params),
+        "eager": bench_mlp.agnograd_step(x, t, params),
+        "static": static,
+        "compiled": compiled,
+    }
+
+
+def check(steps: dict[str, Callable[[], Any]], rtol: float, grads: Callable[[Any], Any]) -> None:
+    want = grads(steps["hand-numpy"]())
+    for name, step in steps.items():
+        _harness.check_close(name, grads(step()), want, rtol=rtol)
+
+
+def measure(
+    name: str, steps: dict[str, Callable[[], Any]], rounds: int, batch: float
+) -> dict[str, Any]:
+    times = _harness.interleaved(steps, rounds=rounds, batch_seconds=batch, warm_up=True)
+    ratios = {k: _harness.ratios(times, k, "hand-numpy") or [] for k in steps}
+    pairs = [(k, "hand-numpy", TARGETS[name] if k == "compiled" else None) for k in steps]
+    pairs[0] = ("compiled", "static", None)  # instead of hand-numpy / hand-numpy
+    summary = _harness.ratio_summary(times, pairs)
+    rows = [
+        [k, statistics.median(times[k]) * 1e6, min(times[k]) * 1e6, statistics.median(ratios[k])]
+        for k in steps
+    ]
+    print(_harness.table(["contestant", "us median", "us min", "x hand"], rows))
+    print(_harness.ratio_table(summary))
+    return {
+        "us_median": {k: statistics.median(v) * 1e6 for k, v in times.items()},
+        "ratios": summary,
+    }
+
+
+def profile(step: Callable[[], Any], n: int) -> None:
+    """Where the compiled re-run spends its time (cProfile, top functions)."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        step()
+    prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = _harness.parser(__doc__.splitlines()[0], rounds=31, batch_seconds=0.02)
+    p.add_argument("--profile", action="store_true", help="also cProfile the compiled runs")
+    p.add_argument("--no-mlp", action="store_true", help="time the chain only")
+    args = p.parse_args(argv)
+    batch = 0.001 if args.quick else args.batch_seconds
+    blocks = 1 if args.quick else bench_overhead.OPS // bench_overhead.BLOCK
+    record: dict[str, Any] = {"rounds": args.rounds, "quick": args.quick}
+
+    chain = chain_steps(blocks)
+    check(chain, 1e-12, lambda r: r)
+    print(
+        f"Chain of {blocks * bench_overhead.BLOCK} ops on ({bench_overhead.SIZE},) float64, "
+        f"forward + backward, {args.rounds} interleaved rounds"
+    )
+    record["chain"] = measure("chain", chain, args.rounds, batch)
+    if args.profile:
+        print("\ncProfile of the compiled chain:")
+        profile(chain["compiled"], 2000)
+    if not args.no_mlp:
+        mlp = mlp_steps(args.quick)
+        check(mlp, 1e-4, lambda r: r[1])
+        print("\nMLP step, 784-1024-1024-10, batch 256, float32, forward + backward")
+        record["mlp"] = measure("mlp", mlp, max(5, args.rounds // 3), 0.001 if args.quick else 0.2)
+        if args.profile:
+            print("\ncProfile of the compiled MLP step:")
+            profile(mlp["compiled"], 20)
+    return _harness.emit("compiled", record)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
