@@ -28,6 +28,7 @@ from typing import Any
 from agnograd import _versions
 from agnograd._abstract import Abstract, DataDependentError
 from agnograd._backend import raw_namespace
+from agnograd._compiled_trace import trace_rule
 from agnograd._config import HOOKS, MODE, using_config
 from agnograd._define_then_run import _unlinked, forward_all, set_node_data
 from agnograd._engine import (
@@ -560,7 +561,7 @@ def _backward_code(
         x = f"buf[{ins[0]}]" if func._retain_in else "None"
         y = f"buf[{o}]" if func._retain_out else "None"
         uses = [k for k, kept in ((ins[0], func._retain_in), (o, func._retain_out)) if kept]
-        traced = _trace(func.rule, func.xp, x, y, out_node.dtype, bind)
+        traced = trace_rule(func.rule, func.xp, x, y, out_node.dtype, bind)
         body += traced or [f"gx = {bind(func.rule)}({bind(func.xp)}, {x}, {y}, gy)"]
         body += _accumulate(ins[0], state)
     elif cls in _WITH_SCALAR:
@@ -584,108 +585,6 @@ def _backward_code(
         return [f"gy = g[{o}]", f"g[{o}] = None", *body], uses
     lines = [f"gy = g[{o}]", "if gy is not None:", f"    g[{o}] = None"]
     return lines + ["    " + line for line in body], uses
-
-
-class _UntraceableError(Exception):
-    """A rule did something the tracer cannot write down (it is then called instead)."""
-
-
-class _Sym:
-    """An array of a traced rule: a name in the generated code, with the dtype of
-    the arrays it stands for (rules branch on dtypes, which the plan fixes)."""
-
-    def __init__(self, tracer: _Tracer, name: str, dtype: Any) -> None:
-        self._tracer, self.name, self.dtype = tracer, name, dtype
-
-    def __array_namespace__(self, api_version: Any = None) -> _Tracer:
-        return self._tracer
-
-    def __bool__(self) -> bool:
-        raise _UntraceableError("a rule branches on values")
-
-    def _op(self, other: Any, op: str, reflected: bool = False) -> _Sym:
-        a, b = self.name, self._tracer.operand(other)
-        return self._tracer.emit(f"{b} {op} {a}" if reflected else f"{a} {op} {b}")
-
-    def __add__(self, other: Any) -> _Sym:
-        return self._op(other, "+")
-
-    def __radd__(self, other: Any) -> _Sym:
-        return self._op(other, "+", True)
-
-    def __sub__(self, other: Any) -> _Sym:
-        return self._op(other, "-")
-
-    def __rsub__(self, other: Any) -> _Sym:
-        return self._op(other, "-", True)
-
-    def __mul__(self, other: Any) -> _Sym:
-        return self._op(other, "*")
-
-    def __rmul__(self, other: Any) -> _Sym:
-        return self._op(other, "*", True)
-
-    def __truediv__(self, other: Any) -> _Sym:
-        return self._op(other, "/")
-
-    def __rtruediv__(self, other: Any) -> _Sym:
-        return self._op(other, "/", True)
-
-    def __neg__(self) -> _Sym:
-        return self._tracer.emit(f"-{self.name}")
-
-
-class _Tracer:
-    """The namespace a traced rule gets: each array function it calls on traced
-    arrays becomes a line; dtype queries and the like pass through to ``xp``."""
-
-    def __init__(self, xp: Any, dtype: Any, bind: Callable[[Any], str]) -> None:
-        self._xp, self._dtype, self._bind = xp, dtype, bind
-        self.lines: list[str] = []
-
-    def operand(self, value: Any) -> str:
-        if isinstance(value, _Sym):
-            return value.name
-        if type(value) in (int, float, complex, bool):
-            return self._bind(value)
-        raise _UntraceableError(f"operand {type(value).__name__}")
-
-    def emit(self, expression: str) -> _Sym:
-        name = f"t{len(self.lines)}"
-        self.lines.append(f"{name} = {expression}")
-        return _Sym(self, name, self._dtype)
-
-    def __getattr__(self, name: str) -> Any:
-        fn = getattr(self._xp, name)
-        if not callable(fn):
-            return fn
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if not any(isinstance(a, _Sym) for a in (*args, *kwargs.values())):
-                return fn(*args, **kwargs)  # isdtype, finfo, ...: no array involved
-            if kwargs:
-                raise _UntraceableError("keyword arguments")
-            return self.emit(f"{self._bind(fn)}({', '.join(self.operand(a) for a in args)})")
-
-        return call
-
-
-def _trace(
-    rule: Any, xp: Any, x: str, y: str, dtype: Any, bind: Callable[[Any], str]
-) -> list[str] | None:
-    """The lines of ``rule(xp, x, y, gy)`` as straight-line code computing ``gx``: the
-    same array operations in the same order, without the calls of the rule and its
-    helpers (``conjugate`` of a real array is no operation). None if the rule does
-    something else than elementwise arithmetic and namespace calls."""
-    tracer = _Tracer(xp, dtype, bind)
-    try:
-        sym = {name: None if name == "None" else _Sym(tracer, name, dtype) for name in (x, y)}
-        gx = rule(tracer, sym[x], sym[y], _Sym(tracer, "gy", dtype))
-    except Exception:  # anything the tracer cannot follow: the rule is called instead
-        return None
-    if not isinstance(gx, _Sym) or gx.name == "gy" or not tracer.lines:
-        return None
-    return [*tracer.lines, f"gx = {gx.name}"]
 
 
 def _accumulate(k: int, state: dict[int, str]) -> list[str]:
