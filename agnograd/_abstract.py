@@ -292,6 +292,9 @@ def _signature(x: Any) -> Any:
     other argument itself (a dtype, a string)."""
     if _is_array(x):
         return (_is_array, x.dtype.__class__, x.dtype, len(x.shape) == 0)
+    if x.__class__ is int:
+        # Its size decides too: uint8 + 300 overflows where uint8 + 1 does not.
+        return (int, x.bit_length(), x < 0)
     if x.__class__ in _SCALAR_TYPES:
         return x.__class__
     return (x.__class__, x)

@@ -121,6 +121,7 @@ class CompiledGraph:
     def __init__(self, outputs: list[Variable]) -> None:
         self.outputs = outputs
         self._fallback = False
+        self._forwarded = False  # a forward whose arrays a backward has not used yet
         self._build()
 
     # -- running ------------------------------------------------------------------
@@ -146,12 +147,19 @@ class CompiledGraph:
         self._forward_code(buf)
         for slot, node in self._published:
             set_node_data(node, buf[slot])
+        self._forwarded = True
 
     def backward(self) -> None:
         """Backpropagate from the outputs into the leaves' gradients, as ``y.backward()``."""
         if self._fallback:
             engine_backward(self.outputs)
             return
+        if not self._forwarded:
+            raise RuntimeError(
+                "CompiledGraph.backward: run forward() first, once before each backward(): "
+                "the plan frees the arrays a backward reads as it uses them"
+            )
+        self._forwarded = False
         seeds = []
         for i, y in enumerate(self.outputs):
             node, gy = _seed(y, None, i, None, False, "backward")

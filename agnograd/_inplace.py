@@ -107,8 +107,10 @@ class SetItem(FunctionNode):
         self.done = done
         self._takes_written_inputs = done  # x's memory holds the write already
         # Define-then-run: the last `key_inputs` inputs are the arrays of the key, which
-        # the graph computes; the key holds a _KeyInput in their places until forward.
+        # the graph computes; the template holds a _KeyInput in their places, and each
+        # forward fills a key of its own from it (the data change from run to run).
         self.key_inputs = key_inputs
+        self._key_template = key
 
     @property
     def label(self) -> str:
@@ -119,7 +121,7 @@ class SetItem(FunctionNode):
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         if self.key_inputs:
-            self.key = _fill_key(self.key, inputs[-self.key_inputs :])
+            self.key = _fill_key(self._key_template, inputs[-self.key_inputs :])
             inputs = inputs[: -self.key_inputs]
         x = inputs[0]
         if self.done:

@@ -307,10 +307,13 @@ def _seed_variable(y: Variable) -> Variable:
     return Variable(raw_namespace(data).zeros_like(data), requires_grad=True)
 
 
-def _independent(i: int, j: int) -> RuntimeError:
+def _independent(i: int | None, j: int) -> RuntimeError:
+    """``strict``'s error: output ``i`` (None: no output) does not depend on input ``j``."""
+    what = f"no output of func depends on input {j}"
+    if i is not None:
+        what = f"output {i} of func does not depend on input {j}"
     return RuntimeError(
-        f"jacobian: output {i} of func does not depend on input {j}; strict=True forbids "
-        "this (pass strict=False to get zeros)"
+        f"jacobian: {what}; strict=True forbids this (pass strict=False to get zeros)"
     )
 
 
@@ -357,7 +360,7 @@ def _jacobian_columns(
     columns: list[list[list[Any]]] = [[[] for _ in xs] for _ in outputs]  # [i][j][k]
     for j, (x, g) in enumerate(zip(xs, gxs, strict=True)):
         if g is None and strict and _size(x):
-            raise _independent(0, j)
+            raise _independent(None, j)
         if g is None or not _size(x):
             continue
         idx = _arange(x)
@@ -435,7 +438,7 @@ def _tree_leaves(tree: Any, where: str) -> list[Any]:
 def _tree_unflatten(tree: Any, leaves: Iterator[Any]) -> Any:
     """``tree``'s structure with its leaves taken from ``leaves`` in order."""
     if isinstance(tree, tuple | list):
-        return type(tree)(_tree_unflatten(t, leaves) for t in tree)
+        return _rebuilt(tree, [_tree_unflatten(t, leaves) for t in tree])
     if isinstance(tree, dict):
         return {k: _tree_unflatten(t, leaves) for k, t in tree.items()}
     return next(leaves)
@@ -446,7 +449,13 @@ def _tree_arrays(tree: Any) -> Any:
     if isinstance(tree, Variable):
         return tree.array
     if isinstance(tree, tuple | list):
-        return type(tree)(_tree_arrays(t) for t in tree)
+        return _rebuilt(tree, [_tree_arrays(t) for t in tree])
     if isinstance(tree, dict):
         return {k: _tree_arrays(t) for k, t in tree.items()}
     return tree
+
+
+def _rebuilt(tree: tuple[Any, ...] | list[Any], items: list[Any]) -> Any:
+    """A tuple or list of ``tree``'s type holding ``items`` (a namedtuple by field)."""
+    kind = type(tree)
+    return kind(*items) if hasattr(tree, "_fields") else kind(items)

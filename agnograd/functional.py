@@ -540,7 +540,10 @@ def value_and_grad(
                 f"at least {max(a + 1 if a >= 0 else -a for a in numbers)} positional "
                 f"arguments, but fun was called with {len(args)}"
             )
-        positions = [a % len(args) for a in numbers]
+        # A position named twice (argnums=(0, 0)) is differentiated once, its
+        # gradient given twice, as JAX does.
+        requested = [a % len(args) for a in numbers]
+        positions = list(dict.fromkeys(requested))
         leaves = [_tree_leaves(args[p], f"argument {p}") for p in positions]
         nested = any(isinstance(x, Variable) and x.requires_grad for tree in leaves for x in tree)
         new_args = list(args)
@@ -567,7 +570,8 @@ def value_and_grad(
             for g, x in zip(gxs, xs, strict=True)
         ]
         it = iter(grads)
-        grad_trees = tuple(_tree_unflatten(args[p], it) for p in positions)
+        by_position = {p: _tree_unflatten(args[p], it) for p in positions}
+        grad_trees = tuple(by_position[p] for p in requested)
         out_value = value if nested else value.array
         if has_aux:
             out_value = (out_value, aux if nested else _tree_arrays(aux))

@@ -751,3 +751,16 @@ def test_probing_warns_of_nothing_and_is_cached(monkeypatch):
             assert ns.atanh(Abstract(shape, xp.float32, xp)).shape == shape
         ns.divide(Abstract((2,), xp.float32, xp), 0)
     assert len(calls) == 1
+
+
+def test_the_dtype_probe_tells_python_ints_apart_by_size() -> None:
+    # uint8 + 1 is uint8, uint8 + 300 overflows in NumPy 2: the first must not answer
+    # for the second.
+    import array_api_compat.numpy as cnp
+
+    from agnograd._abstract import Abstract
+
+    a = Abstract((2,), cnp.uint8, cnp)
+    assert (a + 1).dtype == cnp.uint8
+    with pytest.raises(OverflowError):
+        a + 300  # evaluated for its error

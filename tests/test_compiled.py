@@ -354,3 +354,15 @@ def test_leaves_get_arrays_of_their_own() -> None:
     np.testing.assert_array_equal(a.grad, np.full(2, 2.0))
     np.testing.assert_array_equal(b.grad, np.full(2, 2.0))
     np.testing.assert_array_equal(y.grad, np.ones(2))
+
+
+def test_a_second_backward_needs_a_forward() -> None:
+    x = agnograd.Variable(np.ones(3), requires_grad=True)
+    with agnograd.auto_forward(False):
+        y = F.sum(F.tanh(x) * x)
+    plan = agnograd.compile(y)
+    with pytest.raises(RuntimeError, match=r"CompiledGraph.backward: run forward\(\) first"):
+        plan.backward()
+    plan.run()
+    with pytest.raises(RuntimeError, match=r"CompiledGraph.backward: run forward\(\) first"):
+        plan.backward()

@@ -1102,3 +1102,22 @@ def test_an_uninitialised_variable_has_no_library():
         v.__array_namespace__()
     with pytest.raises(TypeError, match="no shape"):
         len(v)
+
+
+def test_a_write_with_a_key_computed_in_the_graph_follows_new_data() -> None:
+    # Each forward fills the key from this run's arrays (it kept the first run's).
+    x = Variable(shape=(4,), need_grad=True)
+    k = Variable(shape=(), need_grad=False)
+    with agnograd.auto_forward(False):
+        h = x * 1.0
+        h[F.astype(k, np.int64)] = 100.0
+        y = F.sum(h * h)
+    x.d = np.arange(4.0)
+    k.d = np.array(1)
+    y.forward()
+    assert float(y.d) == 0 + 100.0**2 + 4 + 9
+    k.d = np.array(3)
+    y.forward()
+    assert float(y.d) == 0 + 1 + 4 + 100.0**2
+    y.backward()
+    np.testing.assert_array_equal(x.g, [0.0, 2.0, 4.0, 0.0])

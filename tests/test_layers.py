@@ -32,7 +32,10 @@ LAYERS: list[tuple[str, set[str]]] = [
         {"functions.*", "_namespace", "_inplace", "_convert", "function_hooks"},
     ),
     ("devices and transfer", {"_transfer"}),
-    ("define-then-run and its compiled plans", {"_define_then_run", "_compiled", "_compiled_trace"}),
+    (
+        "define-then-run and its compiled plans",
+        {"_define_then_run", "_compiled", "_compiled_trace"},
+    ),
     (
         "the package, its operators and tools (transforms, checkpointing, pictures)",
         {
