@@ -518,3 +518,24 @@ def test_a_concrete_gradient_seeds_a_traced_output() -> None:
 
     x = jnp.asarray([1.0, 2.0])
     np.testing.assert_allclose(np.asarray(jax.grad(f)(x)), [6.0, 12.0])
+
+
+def test_a_node_does_not_keep_its_function_alive_after_it_is_gone() -> None:
+    # JAX's caches hold static arguments for the life of the process: the compiled
+    # functions close over fn instead, and belong to the node.
+    import gc
+    import weakref
+
+    class Box:
+        w = jnp.float32(2.0)
+
+    refs = []
+    for _ in range(3):
+        box = Box()
+        refs.append(weakref.ref(box))
+        node = bridge.node(lambda x, box=box: x * box.w)
+        x = agnograd.Variable(np.ones(3, dtype=np.float32))
+        F.sum(node(x)).backward()
+        del node, box, x
+    gc.collect()
+    assert all(r() is None for r in refs)

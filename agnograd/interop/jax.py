@@ -338,6 +338,7 @@ def node(fn: Callable[..., Any], /, *, jit: bool = True) -> Callable[..., Any]:
             f"agnograd.interop.jax.node(fn): fn must be a JAX function, got {type(fn).__name__}"
         )
     name = getattr(fn, "__name__", type(fn).__name__)
+    jitted = _Jitted() if jit else None
 
     @functools.wraps(fn)
     def bridged(*inputs: Any, **kwargs: Any) -> Any:
@@ -363,7 +364,7 @@ def node(fn: Callable[..., Any], /, *, jit: bool = True) -> Callable[..., Any]:
                         "compilations on the settings: pass a tuple instead of a list, or "
                         "make the node with jit=False"
                     ) from None
-        func = _Bridged(_Fn(fn, tuple(sorted(kwargs.items())), name), jit)
+        func = _Bridged(_Fn(fn, tuple(sorted(kwargs.items())), name), jitted)
         func._needs_vjp = config.enable_backprop and any(
             isinstance(x, Variable) and x.requires_grad for x in inputs
         )
@@ -449,12 +450,42 @@ def _recompute_pullback(fn: Any, wanted: tuple[int, ...], xs: Any, gys: Any) -> 
     return _apply_pullback(tree, avals, wanted, pullback, gys)
 
 
-# Compiled once per function, settings and input shapes (fn is a static argument).
-# The compiled backward linearises fn again from the inputs rather than taking
-# jax.vjp's residuals out of the compiled forward: residuals leave a jitted function
-# as copies (the inputs among them), which costs more than recomputing the forward.
-_evaluate_jit = jax.jit(lambda fn, *xs: fn(*xs), static_argnums=0)
-_recompute_pullback_jit = jax.jit(_recompute_pullback, static_argnums=(0, 1))
+class _Jitted:
+    """The compiled forward and backward of one ``node``, per function with its
+    settings (a ``_Fn``, or the ``_VJP`` of double backprop), each compiled by JAX
+    once per input shapes.
+
+    The functions are closed over, not passed as static arguments: JAX's global
+    caches keep static arguments alive, and with them the function and all it
+    closes over, for as long as the process runs. These belong to the node.
+
+    The compiled backward linearises ``fn`` again from the inputs rather than taking
+    ``jax.vjp``'s residuals out of the compiled forward: residuals leave a jitted
+    function as copies (the inputs among them), which costs more than recomputing.
+    """
+
+    __slots__ = ("_compiled",)
+
+    def __init__(self) -> None:
+        self._compiled: dict[Any, tuple[Any, Any]] = {}
+
+    def _of(self, fn: Any) -> tuple[Any, Any]:
+        pair = self._compiled.get(fn)
+        if pair is None:
+            pair = self._compiled[fn] = (
+                jax.jit(lambda *xs: fn(*xs)),
+                jax.jit(
+                    lambda wanted, xs, gys: _recompute_pullback(fn, wanted, xs, gys),
+                    static_argnums=0,
+                ),
+            )
+        return pair
+
+    def evaluate(self, fn: Any, *xs: Any) -> Any:
+        return self._of(fn)[0](*xs)
+
+    def recompute(self, fn: Any, wanted: tuple[int, ...], xs: Any, gys: Any) -> Any:
+        return self._of(fn)[1](wanted, xs, gys)
 
 
 class _Bridged(FunctionNode):
@@ -468,7 +499,7 @@ class _Bridged(FunctionNode):
     _avals: tuple[tuple[tuple[int, ...], Any], ...] = ()
     _dtypes: tuple[Any, ...] = ()
 
-    def __init__(self, fn: _Fn | _VJP, jit: bool) -> None:
+    def __init__(self, fn: _Fn | _VJP, jit: _Jitted | None) -> None:
         self._fn = fn
         self._jit = jit
 
@@ -480,8 +511,8 @@ class _Bridged(FunctionNode):
         home = _home(inputs[0])
         xs = tuple(_to_jax(a, self.label, i) for i, a in enumerate(inputs))
         fn = self._fn
-        if self._jit:
-            out = _evaluate_jit(fn, *xs)
+        if self._jit is not None:
+            out = self._jit.evaluate(fn, *xs)
             if self._needs_vjp:
                 self._xs = xs
         elif self._needs_vjp:
@@ -525,8 +556,8 @@ class _Bridged(FunctionNode):
             None if g is None else _to_jax(g, self.label, k) for k, g in enumerate(grad_outputs)
         )
         wanted = target_input_indexes
-        if self._jit:
-            gxs = _recompute_pullback_jit(self._fn, wanted, self._xs, gys)
+        if self._jit is not None:
+            gxs = self._jit.recompute(self._fn, wanted, self._xs, gys)
         else:
             gxs = _apply_pullback(self._tree, self._avals, wanted, self._pullback, gys)
         return tuple(None if g is None else _from_jax(g, home, self.label) for g in gxs)
