@@ -227,12 +227,13 @@ def get_device(spec: Any) -> Device:
     )
 
 
-def get_device_for(spec: Any, adapter: Adapter) -> Device:
+def get_device_for(spec: Any, adapter: Adapter, op: str = "get_device") -> Device:
     """The :class:`Device` ``spec`` names for an array of ``adapter``'s library.
 
     As :func:`get_device`, except that a plain name (no ``'@'``) is first read as
     that library's own spelling of one of its devices, as array API code passes it
-    to the library (``x.to_device("cpu")`` of a torch array is torch's CPU).
+    to the library (``x.to_device("cpu")`` of a torch array is torch's CPU). ``op``
+    names the operation in the error for a name that is neither.
 
     Examples
     --------
@@ -247,8 +248,16 @@ def get_device_for(spec: Any, adapter: Adapter) -> Device:
     if isinstance(spec, str) and spec and not spec.startswith("@"):
         try:
             return _from_native(adapter, adapter.find_device(spec))
-        except (ValueError, ImportError):
-            pass  # not a name of this library's: read it as get_device does
+        except (ValueError, ImportError) as error:
+            # Not a name of this library's: read it as get_device does, and if that
+            # fails too, say why the library refused it.
+            try:
+                return get_device(spec)
+            except ValueError as not_a_spec:
+                raise ValueError(
+                    f"{op}: {spec!r} is neither a device of {adapter.name} ({error}) nor a "
+                    f"device specifier ({not_a_spec})"
+                ) from None
     return get_device(spec)
 
 

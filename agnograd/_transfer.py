@@ -50,13 +50,13 @@ def to_device(self: Variable, device: Any, /, *, stream: Any = None) -> Variable
     gives a new Variable, the differentiable :class:`Copy` (array API code)."""
     if self._node.creator_node is not None:
         here = _device_of_variable(self, "to_device")
-        dst = get_device_for(device, here.adapter)
+        dst = get_device_for(device, here.adapter, "to_device")
         return self if dst == here else Copy(here, dst).apply((self,))[0]
     data = _data_of(self, "to_device")
     if data is None:
         get_device(device)  # still say what is wrong with the device
         return self
-    dst = get_device_for(device, device_of(data).adapter)
+    dst = get_device_for(device, device_of(data).adapter, "to_device")
     if _is_on(self, dst):
         return self
     grad = self.grad

@@ -653,3 +653,12 @@ def test_cupy_round_trip_and_gradients():
     F.sum(y * y).backward()
     assert isinstance(x.grad, np.ndarray)
     np.testing.assert_allclose(x.grad, [2.0, 4.0])
+
+
+def test_to_device_of_a_name_no_library_knows_says_why_each_refused() -> None:
+    torch = pytest.importorskip("torch")
+    x = Variable(torch.ones(2))
+    with pytest.raises(ValueError, match=r"to_device: 'nonsense' is neither a device of torch"):
+        (x * 2).to_device("nonsense")
+    with pytest.raises(ValueError, match=r"to_device: 'nonsense' is neither a device of torch"):
+        x.to_device("nonsense")

@@ -301,9 +301,10 @@ def node(fn: Callable[..., Any], /, *, jit: bool = True) -> Callable[..., Any]:
     allocator only promises 16, so some are copied); read-only or negatively
     strided arrays are copied. Results come back without a copy, as read-only NumPy
     arrays for NumPy, and so do the gradients it gives: to update a leaf's gradient
-    in place (``x.grad *= s``), copy it first. JAX without its x64 mode would compute 64-bit inputs in 32
-    bits: they are refused, not narrowed. JAX arrays and tracers pass through
-    untouched, so a node works inside :func:`function` and ``jax.jit`` too.
+    in place (``x.grad *= s``), copy it first. JAX without its x64 mode would
+    compute 64-bit inputs in 32 bits: they are refused, not narrowed. JAX arrays
+    and tracers pass through untouched, so a node works inside :func:`function` and
+    ``jax.jit`` too.
 
     Parameters
     ----------
