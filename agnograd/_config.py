@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -203,6 +203,26 @@ def force_backprop_mode() -> contextlib.AbstractContextManager[None]:
     True
     """
     return using_config("enable_backprop", True)
+
+
+@contextlib.contextmanager
+def eager_recording() -> Iterator[None]:
+    """Compute and record the graph inside the block, even within
+    :func:`no_backprop_mode` or ``auto_forward(False)``: for tools that differentiate
+    a function they run themselves (``agnograd.functional``, the JAX bridge).
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> from agnograd._config import eager_recording
+    >>> x = agnograd.Variable(np.ones(2))
+    >>> with agnograd.no_backprop_mode(), eager_recording():
+    ...     y = x * 2
+    >>> y.creator is not None, y.array is not None
+    (True, True)
+    """
+    with using_config("enable_backprop", True), using_config("auto_forward", True):
+        yield
 
 
 def auto_forward(enabled: bool = True) -> contextlib.AbstractContextManager[None]:

@@ -12,7 +12,7 @@ from typing import Any, TypeAlias, cast
 import array_api_compat
 
 from agnograd._backend import Array, backend_name, dtype_name, is_array, raw_namespace
-from agnograd._config import using_config
+from agnograd._config import eager_recording
 from agnograd._engine import grad as _grad
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
@@ -76,13 +76,6 @@ def _prepare(
         _leaf(x, op, f"inputs[{i}]" if is_tuple else "inputs", create_graph)
         for i, x in enumerate(inputs)
     )
-
-
-@contextlib.contextmanager
-def _recording() -> Iterator[None]:
-    """Record the graph even inside ``no_backprop_mode`` or define-then-run."""
-    with using_config("enable_backprop", True), using_config("auto_forward", True):
-        yield
 
 
 def _outputs(result: Any, op: str, strict: bool) -> tuple[bool, tuple[Variable, ...]]:
@@ -194,7 +187,7 @@ def _grads(
     ]
     if not pairs:
         return [None] * len(inputs)
-    with _recording() if double else contextlib.nullcontext():
+    with eager_recording() if double else contextlib.nullcontext():
         return _grad(
             [y for y, _ in pairs],
             list(inputs),

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agnograd._backend import raw_namespace
+from agnograd._config import eager_recording
 from agnograd._namespace import namespace_of
 from agnograd._transforms import (
     _STRATEGIES,
@@ -36,7 +37,6 @@ from agnograd._transforms import (
     _leaf,
     _outputs,
     _prepare,
-    _recording,
     _seed_variable,
     _single_output,
     _transpose,
@@ -100,7 +100,7 @@ def vjp(
            [60., 80.]]))
     """
     is_inputs_tuple, inputs = _as_tuple(inputs, "vjp", "inputs")
-    with _recording():
+    with eager_recording():
         xs = _prepare(inputs, is_inputs_tuple, "vjp", create_graph)
         is_outputs_tuple, outputs = _outputs(func(*xs), "vjp", strict)
     if v is None:
@@ -167,7 +167,7 @@ def jvp(
     (array([ 5., 25.]), array([2., 8.]))
     """
     is_inputs_tuple, inputs = _as_tuple(inputs, "jvp", "inputs")
-    with _recording():
+    with eager_recording():
         xs = _prepare(inputs, is_inputs_tuple, "jvp", create_graph)
         if v is None:
             vs = _default_v(xs, "jvp", "input")
@@ -252,7 +252,7 @@ def jacobian(
             "prefer 'forward-mode' when func has more output than input elements"
         )
     is_inputs_tuple, inputs = _as_tuple(inputs, "jacobian", "inputs")
-    with _recording():
+    with eager_recording():
         xs = _prepare(inputs, is_inputs_tuple, "jacobian", create_graph)
         is_outputs_tuple, outputs = _outputs(func(*xs), "jacobian", strict)
         if strategy == "reverse-mode":
@@ -392,7 +392,7 @@ def vhp(
     (np.float64(9.0), array([ 6., 12.]))
     """
     is_inputs_tuple, inputs = _as_tuple(inputs, "vhp", "inputs")
-    with _recording():
+    with eager_recording():
         xs = _prepare(inputs, is_inputs_tuple, "vhp", create_graph)
         vs = _hessian_v(v, xs, is_inputs_tuple, "vhp", create_graph)
         out = _single_output(func(*xs), "vhp", strict)
@@ -450,7 +450,7 @@ def hvp(
     (np.float64(2.0), array([4., 2.]))
     """
     is_inputs_tuple, inputs = _as_tuple(inputs, "hvp", "inputs")
-    with _recording():
+    with eager_recording():
         xs = _prepare(inputs, is_inputs_tuple, "hvp", create_graph)
         vs = _hessian_v(v, xs, is_inputs_tuple, "hvp", create_graph)
         out = _single_output(func(*xs), "hvp", strict)
@@ -552,7 +552,7 @@ def value_and_grad(
             made = [_leaf(x, "value_and_grad", f"argument {p}", nested) for x in tree]
             xs.extend(made)
             new_args[p] = _tree_unflatten(args[p], iter(made))
-        with _recording():
+        with eager_recording():
             result = fun(*new_args, **kwargs)
         if has_aux:
             if not (isinstance(result, tuple | list) and len(result) == 2):

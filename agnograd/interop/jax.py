@@ -24,9 +24,8 @@ Importing this module imports JAX; ``import agnograd`` does not.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import array_api_compat
@@ -35,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from agnograd._backend import dtype_name, is_array, raw_namespace
-from agnograd._config import config, using_config
+from agnograd._config import config, eager_recording
 from agnograd._device import Device, _view_target, device_of, transfer, view
 from agnograd._engine import grad
 from agnograd._function import FunctionNode
@@ -181,13 +180,6 @@ def _merge(fixed: Sequence[Any], residuals: Sequence[Any], static: tuple[int, ..
     return [next(fixed_it) if i in static else next(res_it) for i in range(total)]
 
 
-@contextlib.contextmanager
-def _recording() -> Iterator[None]:
-    """Record the graph even inside ``no_backprop_mode`` or define-then-run."""
-    with using_config("enable_backprop", True), using_config("auto_forward", True):
-        yield
-
-
 def _is_variable(v: Any) -> bool:
     return isinstance(v, Variable)
 
@@ -210,7 +202,7 @@ def _run(
             wrapped.append(Variable(a, requires_grad=_inexact(a.dtype)))
         variables.append(wrapped)
         call_args[i] = jax.tree.unflatten(tree, wrapped)
-    with _recording():
+    with eager_recording():
         result = f(*call_args)
     outputs, tree = jax.tree.flatten(result, is_leaf=_is_variable)
     for k, y in enumerate(outputs):
