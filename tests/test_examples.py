@@ -24,6 +24,14 @@ def run_example(name: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def assert_training_lowers_the_loss(result: subprocess.CompletedProcess[str]) -> None:
+    """The script ran and printed at least three losses, each lower than the last."""
+    assert result.returncode == 0, result.stdout + result.stderr
+    losses = [float(v) for v in re.findall(r"loss (\d+\.\d+)", result.stdout)]
+    assert len(losses) >= 3
+    assert losses == sorted(losses, reverse=True)
+
+
 def test_every_example_is_tested() -> None:
     scripts = sorted(p.name for p in EXAMPLES.glob("*.py"))
     assert scripts == [
@@ -52,10 +60,7 @@ def test_array_api_code() -> None:
 
 def test_mlp_loss_decreases() -> None:
     result = run_example("mlp.py", "--steps", "50")
-    assert result.returncode == 0, result.stdout + result.stderr
-    losses = [float(v) for v in re.findall(r"loss (\d+\.\d+)", result.stdout)]
-    assert len(losses) >= 3
-    assert losses == sorted(losses, reverse=True)
+    assert_training_lowers_the_loss(result)
     assert "loss decreased from" in result.stdout
 
 
@@ -94,20 +99,14 @@ def test_torch_scipy_loss_trains_a_torch_model() -> None:
     pytest.importorskip("torch")
     pytest.importorskip("scipy")
     result = run_example("torch_scipy_loss.py", "--steps", "50")
-    assert result.returncode == 0, result.stdout + result.stderr
-    losses = [float(v) for v in re.findall(r"loss (\d+\.\d+)", result.stdout)]
-    assert len(losses) >= 3
-    assert losses == sorted(losses, reverse=True)
+    assert_training_lowers_the_loss(result)
     assert "loss decreased from" in result.stdout
 
 
 def test_torch_module_in_agnograd_trains_both_kinds_of_parameter() -> None:
     pytest.importorskip("torch")
     result = run_example("torch_module_in_agnograd.py", "--steps", "50")
-    assert result.returncode == 0, result.stdout + result.stderr
-    losses = [float(v) for v in re.findall(r"loss (\d+\.\d+)", result.stdout)]
-    assert len(losses) >= 3
-    assert losses == sorted(losses, reverse=True)
+    assert_training_lowers_the_loss(result)
     assert "gradients reached the agnograd leaves" in result.stdout
     assert "loss decreased from" in result.stdout
 
