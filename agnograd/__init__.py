@@ -15,6 +15,7 @@ from agnograd import (
     _define_then_run,  # noqa: F401 - running graphs defined with auto-forward off
     _namespace,  # noqa: F401 - Variable.__array_namespace__
     _operators,  # noqa: F401 - the functions behind Variable's operators
+    _replay,  # noqa: F401 - y.forward() and y.backward() by compiled plans
     _transfer,  # noqa: F401 - Variable.to_device, view, to_chx, ...
     computational_graph,
     functional,

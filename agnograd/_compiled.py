@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agnograd import _versions
+from agnograd import _graph, _versions
 from agnograd._abstract import Abstract, DataDependentError
 from agnograd._backend import raw_namespace
 from agnograd._compiled_trace import trace_rule
 from agnograd._config import HOOKS, MODE, using_config
-from agnograd._define_then_run import _unlinked, forward_all, set_node_data
+from agnograd._define_then_run import _unlinked, count_forward, forward_all, set_node_data
 from agnograd._engine import (
     _call_backward,
     _cast,
@@ -45,6 +46,7 @@ from agnograd._engine import (
 from agnograd._engine import backward as engine_backward
 from agnograd._function import FunctionNode
 from agnograd._graph import functions_of
+from agnograd._inplace import WRITING_NODES
 from agnograd._variable import Variable, VariableNode, clear_node_data
 from agnograd.functions._core import Unary
 from agnograd.functions._elementwise import (
@@ -96,17 +98,31 @@ def compile(outputs: Variable | Sequence[Variable]) -> CompiledGraph:  # noqa: A
     return CompiledGraph(outputs)
 
 
+# What the graph keeps after a plan's forward, by who made the plan. ``ALIVE``: the
+# plan of agnograd.compile; its outputs, persistent nodes and the intermediate
+# Variables alive when it was made receive their arrays, the rest live in the plan.
+# The others are the plans ``y.forward(...)`` makes (agnograd._replay), which leave
+# the graph as forward_all does with the same options: ``KEEP`` (no option) gives
+# every node its array and every function what it retains, ``NO_NEED_GRAD`` frees
+# the intermediate arrays but keeps what backward reads, ``CLEAR`` (clear_buffer)
+# keeps the outputs and persistent nodes alone.
+ALIVE, KEEP, NO_NEED_GRAD, CLEAR = "alive", "keep", "clear_no_need_grad", "clear_buffer"
+
+
 class CompiledGraph:
     """The plan of a define-then-run graph: forward and backward as flat step lists.
 
     Made by :func:`compile`. Each run first compares the inputs' array types, shapes
-    and dtypes and the graph's links with those the plan was made for, in one
-    comparison; when they differ, the output shapes are inferred again and the plan
-    is rebuilt. While function hooks are set or an array was written in place
-    (``x[key] = value``), a run falls back to ``forward_all`` and the engine, which
-    deal with both.
+    and dtypes with those the plan was made for, and, after any edit of a graph
+    (``rewire_on``, ``unchain``, ``unlinked``, a changed ``need_grad`` or
+    ``persistent``), the graph's links; when they differ, the output shapes are
+    inferred again and the plan is rebuilt. While function hooks are set or an array
+    was written in place (``x[key] = value``), a run falls back to ``forward_all``
+    and the engine, which deal with both.
 
-    Differences from ``y.forward(); y.backward()``, to know when mixing them:
+    Differences from ``y.forward(); y.backward()``, to know when mixing them (they
+    concern the plans of :func:`compile`: the plans ``y.forward()`` makes by itself
+    leave the graph as it would):
 
     - Only the outputs, and the intermediate Variables alive when the plan was made,
       receive their data; other intermediate arrays live in the plan and are freed
@@ -114,45 +130,87 @@ class CompiledGraph:
     - The arrays that the plan's own elementwise steps keep for backward live in the
       plan, not in their nodes: run the plan's ``backward`` after its ``forward``
       (``y.backward()`` after ``plan.forward()`` raises for those nodes).
-    - ``backward`` takes no options: it is ``y.backward()`` with the defaults (no
-      ``retain_grad``, double backprop, ``loss_scale`` or ``clear_buffer``).
+    - ``backward`` takes a seed and ``clear_buffer``, not ``retain_grad``, double
+      backprop or ``loss_scale``.
     """
 
-    def __init__(self, outputs: list[Variable]) -> None:
-        self.outputs = outputs
+    _edits: int  # the count of graph edits the plan was last checked against
+    _shape_of_graph: tuple[Any, ...]  # _structure() when it was made
+    _published_bare: list[tuple[int, VariableNode]]  # published without a Variable
+
+    def __init__(self, outputs: list[Variable], keep: str = ALIVE) -> None:
+        self._keep = keep
+        # The plans of agnograd.compile hold their outputs; a plan of y.forward() is
+        # held by its output's node (agnograd._replay), which it must not hold back.
+        self._held = outputs if keep == ALIVE else None
+        self._output_refs = [weakref.ref(y._node) for y in outputs]
         self._fallback = False
         self._forwarded = False  # a forward whose arrays a backward has not used yet
         self._build()
 
+    @property
+    def outputs(self) -> list[Variable]:
+        """The graph's outputs."""
+        nodes = [ref() for ref in self._output_refs]
+        return [node.get_variable() for node in nodes if node is not None]
+
     # -- running ------------------------------------------------------------------
+
+    def current(self) -> bool:
+        """Whether the plan still fits the graph and the arrays its inputs hold now."""
+        leaves = self._leaves
+        try:
+            signature = _signature(leaves, [n.data for n in leaves])
+        except AttributeError:  # an input without data: _build says which
+            return False
+        return signature == self._signature and self._fits_graph()
+
+    def _fits_graph(self) -> bool:
+        """Whether the graph is still the one the plan was made for."""
+        if _graph.edits != self._edits:  # some graph was edited: was it this one?
+            if self._structure() != self._shape_of_graph or any(
+                n._variable() is not None for _, n in self._published_bare
+            ):
+                return False
+            self._edits = _graph.edits
+        return True
 
     def forward(self) -> None:
         """Recompute the outputs from the data the graph's inputs hold now."""
-        leaves = self._leaves
-        datas = [n.data for n in leaves]
-        try:
-            signature: Any = _signature(leaves, datas)
-        except AttributeError:  # an input without data: _build says which
-            signature = None
-        if signature != self._signature or [f.inputs for f in self._funcs] != self._links:
+        if not self.current():
             self._rebuild()
-            datas = [n.data for n in self._leaves]
-        self._fallback = bool(MODE.get()[HOOKS]) or bool(_versions.versions)
+        self._forward()
+
+    def _forward(self) -> None:
+        self._fallback = self._writes or bool(MODE.get()[HOOKS]) or bool(_versions.versions)
         if self._fallback:  # the plan proved neither: run the reference implementation
-            forward_all(self.outputs)
+            keep = self._keep
+            forward_all(self.outputs, keep == CLEAR, keep == NO_NEED_GRAD)
             return
+        count_forward()
         buf = self._buffer
-        for slot, d in zip(self._leaf_slots, datas, strict=True):
-            buf[slot] = d
+        for slot, node in zip(self._leaf_slots, self._leaves, strict=True):
+            buf[slot] = node.data
         self._forward_code(buf)
-        for slot, node in self._published:
-            set_node_data(node, buf[slot])
+        for slot, ref in self._output_publish:
+            out = ref()
+            if out is not None:
+                set_node_data(out, buf[slot])
         self._forwarded = True
 
-    def backward(self) -> None:
-        """Backpropagate from the outputs into the leaves' gradients, as ``y.backward()``."""
-        if self._fallback:
-            engine_backward(self.outputs)
+    def backward(
+        self, grad_outputs: Sequence[Any] | None = None, *, clear_buffer: bool = False
+    ) -> None:
+        """Backpropagate from the outputs into the leaves' gradients, as ``y.backward()``.
+
+        ``grad_outputs`` are the outputs' seeds (``None``: their ``.grad``, or ones
+        for a one-element output); ``clear_buffer`` frees what the graph keeps for
+        backward once it has run, as the engine's option of that name does.
+        """
+        # Hooks set since forward, or a forward that keeps nothing for backward.
+        hooked = self._keep != ALIVE and bool(MODE.get()[HOOKS])
+        if self._fallback or hooked or self._keep == CLEAR:
+            engine_backward(self.outputs, grad_outputs, clear_buffer=clear_buffer)
             return
         if not self._forwarded:
             raise RuntimeError(
@@ -160,11 +218,15 @@ class CompiledGraph:
                 "the plan frees the arrays a backward reads as it uses them"
             )
         self._forwarded = False
+        outputs = self.outputs
+        if grad_outputs is None:
+            grad_outputs = [None] * len(outputs)
         seeds = []
-        for i, y in enumerate(self.outputs):
-            node, gy = _seed(y, None, i, None, False, "backward")
-            if node.creator_node is not None:
-                seeds.append((self._slot_of[node], gy))
+        for i, (y, given) in enumerate(zip(outputs, grad_outputs, strict=True)):
+            _, gy = _seed(y, given, i, None, False, "backward")
+            slot = self._output_slots[i]
+            if slot is not None:
+                seeds.append((slot, gy))
         seen = {id(gy) for _, gy in seeds}
         buf, g = self._buffer, self._grads
         for slot, gy in seeds:
@@ -183,6 +245,8 @@ class CompiledGraph:
         else:
             with _quiet():
                 self._backward_code(buf, g)
+        if clear_buffer:
+            self._clear(backward=True)
         # The engine's accumulation into the leaves, less the checks of the gradients'
         # library, shape and dtype, which the plan proved.
         for slot, node in self._grad_leaves:
@@ -206,6 +270,35 @@ class CompiledGraph:
         self.backward()
 
     # -- compiling ----------------------------------------------------------------
+
+    def _structure(self) -> tuple[Any, ...]:
+        """What the plan depends on besides its inputs' arrays: each function's inputs
+        and local hooks, each node's creator, ``requires_grad``, ``persistent`` and
+        unlinked copies, and the outputs' creators."""
+        return (
+            [(f.inputs, bool(f._local_hooks)) for f in self._funcs],
+            [
+                (n.creator_node, n.requires_grad, n.persistent, n in _unlinked)
+                for nodes in (self._leaves, self._nodes)
+                for n in nodes
+            ],
+            [getattr(r(), "creator_node", None) for r in self._output_refs],
+        )
+
+    def _clear(self, backward: bool) -> None:
+        """Free what the graph keeps that this plan's mode does not: intermediate
+        arrays of nodes not published, what the functions that keep nothing in this
+        mode retain and, after a backward with ``clear_buffer``, what every function
+        retains and what the published nodes hold."""
+        for node in self._unpublished:
+            clear_node_data(node)
+        for f in self._funcs if backward else self._unsaving:
+            f._saved_inputs = f._saved_outputs = None
+        if backward:
+            for slot, node in self._published:
+                if not node.persistent:
+                    clear_node_data(node)
+                    self._buffer[slot] = None
 
     def _rebuild(self) -> None:
         """Infer every output's shape and dtype again from the inputs' data, then
@@ -235,10 +328,14 @@ class CompiledGraph:
         self._build()
 
     def _build(self) -> None:
-        outs = [y._node for y in self.outputs]
+        outs = [node for node in (ref() for ref in self._output_refs) if node is not None]
+        if len(outs) != len(self._output_refs):
+            raise RuntimeError("compiled graph: its outputs are gone")
         funcs = functions_of(outs)
         self._funcs = funcs
-        self._links = [f.inputs for f in funcs]
+        # Writes in the graph count versions as they run, which the plan does not.
+        self._writes = any(isinstance(f, WRITING_NODES) for f in funcs)
+        self._edits = _graph.edits
         slot_of: dict[VariableNode, int] = {}
         leaves: list[VariableNode] = []
         for f in funcs:
@@ -254,7 +351,8 @@ class CompiledGraph:
             if node not in slot_of:  # an output that is a leaf: fed, never computed
                 slot_of[node] = len(slot_of)
                 leaves.append(node)
-        self._slot_of = slot_of
+        # Each output's slot; None for an output that is a leaf (it takes no gradient).
+        self._output_slots = [slot_of[n] if n.creator_node is not None else None for n in outs]
         self._leaves = leaves
         self._leaf_slots = [slot_of[n] for n in leaves]
         datas = [n.data for n in leaves]
@@ -292,16 +390,24 @@ class CompiledGraph:
                 needed_funcs.add(f)
         order, grad_leaves = _backward_order(outs, indexes)
 
-        keep = set(outs)
-        published = []
-        for node in slot_of:
-            if node.creator_node is None:
-                continue
-            if node in keep or node.persistent or node._variable() is not None or node in _unlinked:
-                published.append((slot_of[node], node))
-            else:
-                clear_node_data(node)  # no stale arrays: the plan holds them now
+        # The outputs receive their arrays from forward(), through weak references;
+        # the other nodes computed are published by the generated code, or cleared.
+        keep = self._keep
+        output_set = set(outs)
+        self._output_publish = [(slot_of[n], weakref.ref(n)) for n in outs if n.creator_node]
+        self._nodes = [n for n in slot_of if n.creator_node is not None and n not in output_set]
+        published = [
+            (slot_of[n], n)
+            for n in self._nodes
+            if keep == KEEP
+            or n.persistent
+            or n in _unlinked
+            or (keep == ALIVE and n._variable() is not None)
+        ]
         self._published = published
+        published_nodes = {n for _, n in published}
+        self._unpublished = [n for n in self._nodes if n not in published_nodes]
+        self._shape_of_graph = self._structure()
         self._grad_leaves = [(slot_of[n], n) for n in grad_leaves]
 
         env: dict[str, Any] = {}
@@ -315,23 +421,36 @@ class CompiledGraph:
         backward: list[tuple[list[str], list[int]]] = []
         reads: dict[int, list[int]] = {}  # slot -> steps reading it (forward i, backward n+i)
         own = {}
+        self._unsaving = []
         for f in funcs:
-            lines, own[f] = _forward_code(f, slot_of, bind)
+            saves = keep in (ALIVE, KEEP) or (
+                keep == NO_NEED_GRAD and any(x.requires_grad for x in f.inputs or ())
+            )
+            if not saves:
+                self._unsaving.append(f)
+            lines, own[f] = _forward_code(f, slot_of, bind, saves, keep != ALIVE)
             for node in f.inputs or ():
                 reads.setdefault(slot_of[node], []).append(len(forward))
             forward.append((lines, []))
         n = len(forward)
+        # The plan of agnograd.compile frees what a node kept once its backward ran
+        # (the plans of y.forward() leave it, as the walk does, for later backwards).
+        frees = keep == ALIVE
         state = {slot_of[node]: "set" for node in outs if node.creator_node is not None}
-        for f in order:
-            lines, uses = _backward_code(f, indexes[f], slot_of, own[f], bind, state)
+        for f in order if keep != CLEAR else ():  # no backward after clear_buffer
+            lines, uses = _backward_code(f, indexes[f], slot_of, own[f], bind, state, frees)
             for slot in uses:
                 reads.setdefault(slot, []).append(n + len(backward))
             backward.append((lines, []))
-        published_slots = {s for s, _ in published}
+        published_slots = {s for s, _ in published} | {s for s, _ in self._output_publish}
         for slot, steps in reads.items():
             if slot not in published_slots:  # free each array after its last use
                 last = max(steps)
                 (forward[last] if last < n else backward[last - n])[1].append(slot)
+        # Nodes without a Variable get their array alone: a Variable made for one
+        # later (get_variable) counts as an edit of the graph, which current() sees.
+        self._published_bare = [(k, n) for k, n in published if n._variable() is None]
+        forward.append((_publish_code(published, bind), []))
         self._runs_rules = not all(own[f] for f in order)
         forward_source = _source("forward", "buf", forward)
         backward_source = _source("backward", "buf, g", backward)
@@ -339,6 +458,25 @@ class CompiledGraph:
         self._backward_code = _function("backward", backward_source, env)
         #: The generated code, for reading (``print(plan.source)``).
         self.source = forward_source + "\n" + backward_source
+        self._clear(backward=False)  # no stale arrays: the plan holds them now
+
+
+def _publish_code(
+    published: list[tuple[int, VariableNode]], bind: Callable[[Any], str]
+) -> list[str]:
+    """The lines that give each published node, and its Variable if it had one at
+    compile time and still has, its array (``set_node_data`` for the nodes with
+    unlinked copies)."""
+    lines = []
+    for slot, node in published:
+        if node in _unlinked:
+            lines.append(f"{bind(set_node_data)}({bind(node)}, buf[{slot}])")
+            continue
+        name = bind(node)
+        lines.append(f"{name}._data = buf[{slot}]")
+        if node._variable() is not None:
+            lines += [f"v = {name}._variable()", "if v is not None:", f"    v._data = buf[{slot}]"]
+    return lines
 
 
 def _signature(leaves: list[VariableNode], datas: list[Any]) -> tuple[Any, ...]:
@@ -436,36 +574,58 @@ def _plain(func: FunctionNode) -> bool:
 
 
 def _forward_code(
-    func: FunctionNode, slot_of: dict[VariableNode, int], bind: Callable[[Any], str]
+    func: FunctionNode,
+    slot_of: dict[VariableNode, int],
+    bind: Callable[[Any], str],
+    saves: bool,
+    saves_in_node: bool,
 ) -> tuple[list[str], bool]:
     """The lines of ``func``'s forward, and whether they are its own (its backward is
-    then the plan's too; otherwise the node runs ``forward`` and keeps what it retains)."""
+    then the plan's too; otherwise the node runs ``forward``).
+
+    ``saves``: whether the function keeps what its backward reads; a node that runs
+    its own ``forward`` keeps it in itself, the plan's own lines in the plan's slots,
+    and also in the node with ``saves_in_node`` (so that the engine can run the
+    backward after the plan's forward, as it can after ``forward_all``).
+    """
     ins = [slot_of[n] for n in func.inputs or ()]
     refs = [r() for r in func.outputs or ()]
     outs = [None if r is None else slot_of[r] for r in refs]
     cls = type(func)
     xp = func.xp
+    line = None
     if _plain(func) and len(outs) == 1 and outs[0] is not None:
         o = outs[0]
         out_node: Any = refs[0]
         same = all(
             n.shape == out_node.shape and n.dtype == out_node.dtype for n in func.inputs or ()
         )
+        real = not any(xp.isdtype(n.dtype, "complex floating") for n in func.inputs or ())
         if _own_unary(func) and same:
             if func.compute is None:  # type: ignore[attr-defined]
-                fn = bind(getattr(xp, func.fn))  # type: ignore[attr-defined]
-                return [f"buf[{o}] = {fn}(buf[{ins[0]}])"], True
-            compute = bind(func.compute)  # type: ignore[attr-defined]
-            return [f"buf[{o}] = {compute}({bind(xp)}, buf[{ins[0]}])"], True
-        if cls in _WITH_SCALAR and same:
+                line = f"buf[{o}] = {bind(getattr(xp, func.fn))}(buf[{ins[0]}])"  # type: ignore[attr-defined]
+            else:
+                compute = bind(func.compute)  # type: ignore[attr-defined]
+                line = f"buf[{o}] = {compute}({bind(xp)}, buf[{ins[0]}])"
+        elif cls in _WITH_SCALAR and same:
             value = bind(func.value)  # type: ignore[attr-defined]
-            pattern = _WITH_SCALAR[cls][0]
-            return [f"buf[{o}] = " + pattern.format(x=f"buf[{ins[0]}]", c=value)], True
-        real = not any(xp.isdtype(n.dtype, "complex floating") for n in func.inputs or ())
-        if cls in _BINARY and len(ins) == 2 and (cls is not Mul or real):
-            return [f"buf[{o}] = buf[{ins[0]}] {_BINARY[cls]} buf[{ins[1]}]"], True
-    step = bind(_generic_forward(func, ins, outs))
-    return [f"{step}(buf)"], False
+            line = f"buf[{o}] = " + _WITH_SCALAR[cls][0].format(x=f"buf[{ins[0]}]", c=value)
+        elif cls in _BINARY and len(ins) == 2 and (cls is not Mul or real):
+            line = f"buf[{o}] = buf[{ins[0]}] {_BINARY[cls]} buf[{ins[1]}]"
+    if line is None:
+        return [f"{bind(_generic_forward(func, ins, outs, saves))}(buf)"], False
+    if not (saves and saves_in_node and (func._retain_in or func._retain_out)):
+        return [line], True
+    name = bind(func)
+    # No version to check: the plan runs only while no array was written in place.
+    lines = [line, f"{name}._saved_versions = None"]
+    for attr, retained, slots in (
+        ("_saved_inputs", func._retain_in, ins),
+        ("_saved_outputs", func._retain_out, outs),
+    ):
+        if retained:
+            lines.append(f"{name}.{attr} = ({''.join(f'buf[{slots[i]}], ' for i in retained)})")
+    return lines, True
 
 
 def _own_unary(func: FunctionNode) -> bool:
@@ -475,8 +635,11 @@ def _own_unary(func: FunctionNode) -> bool:
     )
 
 
-def _generic_forward(func: FunctionNode, ins: list[int], outs: list[int | None]) -> Step:
-    """What ``forward_all`` does for one node, with its slots and namespace bound."""
+def _generic_forward(
+    func: FunctionNode, ins: list[int], outs: list[int | None], saves: bool
+) -> Step:
+    """What ``forward_all`` does for one node, with its slots and namespace bound
+    (``saves``: whether it keeps what its backward reads)."""
     forward = func.forward
     xp = func.xp
     written = _versions.versions
@@ -487,6 +650,9 @@ def _generic_forward(func: FunctionNode, ins: list[int], outs: list[int | None])
         for k, y in zip(outs, results, strict=True):
             if k is not None:
                 buf[k] = y
+        if not saves:
+            func._saved_inputs = func._saved_outputs = func._saved_versions = None
+            return
         retain_in, retain_out = func._retain_in, func._retain_out
         saved_in = tuple([arrays[i] for i in retain_in])
         saved_out = tuple([results[i] for i in retain_out])
@@ -542,8 +708,10 @@ def _backward_code(
     own: bool,
     bind: Callable[[Any], str],
     state: dict[int, str],
+    frees: bool,
 ) -> tuple[list[str], list[int]]:
-    """The lines of ``func``'s backward and the value slots they read.
+    """The lines of ``func``'s backward and the value slots they read (``frees``: a
+    node that runs its own backward drops what it kept afterwards).
 
     ``state`` says of each gradient slot what the steps before leave in it: nothing
     (absent), an array (``"set"``) or either (``"maybe"``, after a node's own
@@ -556,7 +724,7 @@ def _backward_code(
     if not own:
         for i in indexes:
             state.setdefault(ins[i], "maybe")
-        return [f"{bind(_generic_backward(func, indexes, ins, outs))}(buf, g)"], []
+        return [f"{bind(_generic_backward(func, indexes, ins, outs, frees))}(buf, g)"], []
     o: Any = outs[0]
     known = state.get(o)
     if known is None:
@@ -607,10 +775,15 @@ def _accumulate(k: int, state: dict[int, str]) -> list[str]:
 
 
 def _generic_backward(
-    func: FunctionNode, indexes: tuple[int, ...], ins: list[int], outs: list[int | None]
+    func: FunctionNode,
+    indexes: tuple[int, ...],
+    ins: list[int],
+    outs: list[int | None],
+    frees: bool,
 ) -> Step:
     """What the engine does for one node, with its slots, targets and the checks
-    that the compile could not settle bound."""
+    that the compile could not settle bound (and, with ``frees``, what the engine's
+    ``clear_buffer`` does for the node afterwards)."""
     in_nodes = func.inputs or ()
     backward = func.backward
     targets: list[Any] = [(i, ins[i], in_nodes[i].shape, in_nodes[i].dtype) for i in indexes]
@@ -630,6 +803,8 @@ def _generic_backward(
             gxs = _call_backward(func, in_nodes, indexes, gys, False, True)
         else:
             gxs = backward(indexes, gys)
+        if frees:
+            func._saved_inputs = func._saved_outputs = None
         if gxs.__class__ is not tuple:
             gxs = _gradient_tuple(func, gxs)
         if len(gxs) != len(indexes):

@@ -8,6 +8,8 @@ the rule and its helpers.
 
 from __future__ import annotations
 
+import collections
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -111,4 +113,34 @@ def trace_rule(
         return None
     if not isinstance(gx, _Sym) or gx.name == "gy" or not tracer.lines:
         return None
-    return [*tracer.lines, f"gx = {gx.name}"]
+    return _inlined(tracer.lines, gx.name)
+
+
+_TEMPORARY = re.compile(r"\bt\d+\b")
+
+
+def _inlined(lines: list[str], result: str) -> list[str]:
+    """``lines`` (``tK = expression``) and ``gx = result``, with each temporary used
+    once written into the expression that uses it: a temporary then dies as soon as
+    it is used, not when the generated function returns (the same operations on the
+    same values: the results are the same bit for bit). One used more than once is
+    kept, and dropped after the last line."""
+    exprs = dict(line.split(" = ", 1) for line in lines)
+    uses = collections.Counter(_TEMPORARY.findall(" ".join([*exprs.values(), result])))
+    kept: dict[str, str] = {}  # the temporaries left as lines, with their expressions
+    inline: dict[str, str] = {}  # those written into their user
+
+    def expand(expr: str) -> str:
+        return _TEMPORARY.sub(lambda m: inline.get(m.group(), m.group()), expr)
+
+    for name, expr in exprs.items():
+        expr = expand(expr)
+        if uses[name] == 1:
+            inline[name] = f"({expr})"
+        else:
+            kept[name] = expr
+    out = [f"{name} = {expr}" for name, expr in kept.items()]
+    out.append(f"gx = {expand(result)}")
+    if kept:
+        out.append(" = ".join([*kept, "None"]))
+    return out

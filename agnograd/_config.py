@@ -45,6 +45,9 @@ def _mode_with(name: str, value: Any) -> tuple[bool, bool, Mapping[str, Any]]:
 
 _entries: dict[str, contextvars.ContextVar[Any]] = {
     "debug": contextvars.ContextVar("agnograd.debug", default=False),
+    # How many runs of an unchanged graph y.forward() walks before it compiles the
+    # graph into a plan and runs that instead (agnograd._replay); None: never.
+    "compile_after": contextvars.ContextVar("agnograd.compile_after", default=10),
 }
 _UNSET = object()
 
@@ -74,6 +77,7 @@ class _Config:
     True
     >>> print(agnograd.config.show())
     auto_forward     True
+    compile_after    10
     debug            False
     enable_backprop  True
     function_hooks   {}

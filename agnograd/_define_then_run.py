@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from agnograd import _extension, _versions
+from agnograd import _extension, _graph, _versions
 from agnograd._abstract import Abstract, DataDependentError
 from agnograd._backend import raw_namespace
 from agnograd._device import Device, device_of
@@ -40,6 +40,17 @@ _unlinked: weakref.WeakKeyDictionary[VariableNode, weakref.WeakSet[Variable]] = 
 _unlinked_source: weakref.WeakKeyDictionary[VariableNode, VariableNode] = (
     weakref.WeakKeyDictionary()
 )
+
+
+#: Runs of a graph's forward so far (forward_all's and compiled plans'): the backward
+#: of a plan is the graph's only while no other forward ran after the plan's.
+forwards = 0
+
+
+def count_forward() -> None:
+    """Count one run of a forward (see :data:`forwards`)."""
+    global forwards
+    forwards += 1
 
 
 def set_node_data(node: VariableNode, data: Any) -> None:
@@ -94,8 +105,11 @@ def apply_deferred(
     requires_grad = requires_grad and func.differentiable and enable_backprop
     func.rank = rank
     func.inputs = tuple(nodes)
+    # Ranks as eager gives them: an output that needs no gradient is not recorded
+    # there, so it has rank 0 (the engine's order, and so its sums, are the same).
+    out_rank = rank + 1 if requires_grad else 0
     results = tuple(
-        _empty_variable(shape, dtype, requires_grad, func, rank + 1) for shape, dtype in outputs
+        _empty_variable(shape, dtype, requires_grad, func, out_rank) for shape, dtype in outputs
     )
     func.outputs = tuple(weakref.ref(r._node) for r in results)
     return results
@@ -168,6 +182,7 @@ def forward_all(
     >>> [round(float(v), 3) for v in a.d], float(b.d)
     ([1.0, 2.718], 3.0)
     """
+    count_forward()
     keep = {v._node for v in variables}
     funcs = functions_of(keep)
     clearing = clear_buffer or clear_no_need_grad
@@ -223,6 +238,7 @@ def forward_all(
 
 def unlinked(var: Variable, need_grad: bool | None) -> Variable:
     """``var.unlinked(need_grad)``: a Variable without creator sharing ``var``'s buffer."""
+    _graph.edited()
     node = var._node
     requires_grad = node.requires_grad if need_grad is None else bool(need_grad)
     other = _empty_variable(node.shape, node.dtype, requires_grad, None, 0)

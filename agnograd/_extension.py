@@ -21,6 +21,9 @@ imported (``import agnograd`` imports them all):
 ``define_then_run``
     ``agnograd._define_then_run``: ``apply_deferred`` (``FunctionNode.apply`` with
     auto-forward off), ``forward_all`` and ``unlinked``.
+``replay``
+    ``agnograd._replay``: ``Variable.forward`` and the plain ``Variable.backward``
+    after it, which run a compiled plan of a graph run often enough.
 
 Examples
 --------
@@ -38,3 +41,4 @@ operators: Any = None
 namespace: Any = None
 transfer: Any = None
 define_then_run: Any = None
+replay: Any = None

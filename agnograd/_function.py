@@ -6,7 +6,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from agnograd import _backend, _extension, _versions
+from agnograd import _backend, _extension, _graph, _versions
 from agnograd._backend import Array, _namespaces, label
 from agnograd._config import HOOKS, MODE
 from agnograd._variable import Variable, VariableNode, _new_variable, _refuse_foreign_graph
@@ -297,6 +297,7 @@ class FunctionNode:
 
     def unchain(self) -> None:
         """Detach this node from its outputs and drop its inputs and saved arrays."""
+        _graph.edited()
         for ref in self.outputs or ():
             node = ref()
             if node is not None:
@@ -308,6 +309,7 @@ class FunctionNode:
 
     def add_hook(self, hook: Any, name: str | None = None) -> None:
         """Register a function hook on this node only."""
+        _graph.edited()  # plans run the nodes with hooks themselves
         self.local_function_hooks[name or hook.name] = hook
 
     def delete_hook(self, name: str) -> None:

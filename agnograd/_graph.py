@@ -1,4 +1,4 @@
-"""Walking the graph of function nodes."""
+"""Walking the graph of function nodes, and counting the edits of existing graphs."""
 
 from __future__ import annotations
 
@@ -8,6 +8,20 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from agnograd._function import FunctionNode
     from agnograd._variable import VariableNode
+
+
+#: How many times a graph already built was edited: a creator set or forgotten
+#: (``set_creator_node``, ``unchain``, ``rewire_on``), ``unlinked``, or a node's
+#: ``requires_grad`` or ``persistent`` changed. A plan made for a graph
+#: (:mod:`agnograd._compiled`) compares it with the count it was made at; recording
+#: new operations is no edit (it changes no graph that existed before).
+edits = 0
+
+
+def edited() -> None:
+    """Count one edit of an existing graph (see :data:`edits`)."""
+    global edits
+    edits += 1
 
 
 def functions_of(outputs: Iterable[VariableNode]) -> list[FunctionNode]:

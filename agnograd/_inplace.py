@@ -190,6 +190,11 @@ class _WrittenThroughView(FunctionNode):
         raise RuntimeError(self.message)
 
 
+#: The nodes that write into memory (and count versions as they run): a compiled
+#: plan leaves the graphs that hold one to forward_all and the engine.
+WRITING_NODES = (SetItem, _WrittenThroughView)
+
+
 # The node of a view made of a constant, outside the graph -> (the constant's node,
 # the key): see note_view.
 _views: weakref.WeakKeyDictionary[VariableNode, tuple[VariableNode, Any]] = (

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 import array_api_compat
 
-from agnograd import _extension
+from agnograd import _extension, _graph
 from agnograd._backend import SCALARS, raw_namespace
 from agnograd._graph import functions_of
 
@@ -153,6 +153,7 @@ class NnablaInterface:
     @persistent.setter
     def persistent(self, value: bool) -> None:
         self._node.persistent = bool(value)
+        _graph.edited()
 
     # -- running the graph
 
@@ -167,9 +168,7 @@ class NnablaInterface:
         >>> x.d = np.array([5.0]); y.forward(); y.d
         array([10.])
         """
-        _extension.define_then_run.forward_all(
-            [self], clear_buffer=clear_buffer, clear_no_need_grad=clear_no_need_grad
-        )
+        _extension.replay.forward(self, clear_buffer, clear_no_need_grad)
 
     def reset_shape(self, shape: Sequence[int], force: bool = False) -> None:
         """Change the declared shape in place (nnabla); data of another size needs ``force``.
@@ -216,6 +215,7 @@ class NnablaInterface:
         >>> xb.d = np.zeros(2, np.float32); ya.forward(); float(ya.d)
         6.0
         """
+        _graph.edited()
         node, vnode = self._node, var._node
         func = vnode.creator_node
         if func is not None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import array_api_compat
 import numpy
 
-from agnograd import _backend, _extension
+from agnograd import _backend, _extension, _graph
 from agnograd._backend import Array, dtype_name, raw_namespace
 from agnograd._backend import label as _label
 from agnograd._device import get_device
@@ -121,6 +121,7 @@ class VariableNode:
             return var
         var = Variable._from_node(self, self._data)
         self._variable = weakref.ref(var)
+        _graph.edited()  # compiled plans give only live Variables their arrays
         return var
 
     def get_variable_or_none(self) -> Variable | None:
@@ -143,12 +144,14 @@ class VariableNode:
 
     def set_creator_node(self, creator_node: FunctionNode | None) -> None:
         """Set the function node that created this node; its rank follows."""
+        _graph.edited()
         self.creator_node = creator_node
         if creator_node is not None:
             self.rank = creator_node.rank + 1
 
     def unchain(self) -> None:
         """Forget the creator: backprop stops at this node."""
+        _graph.edited()
         self.creator_node = None
 
     def __repr__(self) -> str:
@@ -467,6 +470,7 @@ class Variable(Operators, Printing, NnablaInterface):
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
         self._node.requires_grad = _can_require_grad(self._data, value, "Variable.requires_grad")
+        _graph.edited()
 
     def set_creator(self, gen_func: FunctionNode) -> None:
         """Record ``gen_func`` as the creator (same as :meth:`set_creator_node`)."""
@@ -570,6 +574,10 @@ class Variable(Operators, Printing, NnablaInterface):
             grad = raw_namespace(data).full(
                 data.shape, grad, dtype=data.dtype, device=array_api_compat.device(data)
             )
+        if not (
+            retain_grad or enable_double_backprop or loss_scale is not None
+        ) and _extension.replay.backward(self, grad, clear_buffer):
+            return  # the compiled plan of the graph's last forward (agnograd._replay)
         backward(
             [self],
             None if grad is None else [grad],

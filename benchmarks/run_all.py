@@ -40,6 +40,7 @@ BENCHMARKS = {
     "bridge": ("bench_bridge.py", True),
     "bridge_jax": ("bench_bridge_jax.py", True),
     "compiled": ("bench_compiled.py", True),
+    "compiled_memory": ("bench_compiled_memory.py", False),
 }
 
 

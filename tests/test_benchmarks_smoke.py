@@ -30,7 +30,9 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     commands = {
         "timing": [
             *("run_all.py", "--quick", "--rounds", "1", "--same-process"),
-            *("--only", "overhead,namespace,mlp,long_chain,checkpoint", "--out", str(records)),
+            "--only",
+            "overhead,namespace,mlp,long_chain,checkpoint,compiled,compiled_memory",
+            *("--out", str(records)),
             *("--plot", str(records.with_suffix(".png"))),
         ],
         "memory": ["bench_memory.py", "--quick"],
@@ -118,6 +120,25 @@ def test_checkpoint_benchmark_runs(outputs: dict[str, Any]) -> None:
     assert set(rec["memory"]) == {"plain", "checkpoint"}
     assert all(m["peak_bytes"] > 0 for m in rec["memory"].values())
     assert rec["ms_per_step_median"]["checkpoint"] > 0
+
+
+def test_compiled_benchmark_runs(outputs: dict[str, Any]) -> None:
+    rec = outputs["compiled"]
+    assert rec["benchmark"] == "compiled"
+    for name in ("chain", "mlp"):
+        times = rec[name]["us_median"]
+        assert set(times) == {"hand-numpy", "eager", "static walk", "static", "compiled"}
+        assert all(t > 0 for t in times.values())
+
+
+def test_compiled_memory_benchmark_runs(outputs: dict[str, Any]) -> None:
+    rec = outputs["compiled_memory"]
+    assert rec["benchmark"] == "compiled-memory"
+    assert rec["quick"] is True
+    for net in ("mlp", "deep"):
+        peaks = rec["networks"][net]["peak_bytes"]
+        assert set(peaks) == {"eager", "static", "static clear", "compiled"}
+        assert all(p["step"] > 0 for p in peaks.values())
 
 
 def test_plot_is_drawn_where_matplotlib_is_installed(outputs: dict[str, Any]) -> None:
