@@ -29,6 +29,7 @@ from typing import Any
 from agnograd import _graph, _versions
 from agnograd._abstract import Abstract, DataDependentError
 from agnograd._backend import raw_namespace
+from agnograd._compiled_jax import lower
 from agnograd._compiled_trace import trace_rule
 from agnograd._config import HOOKS, MODE, using_config
 from agnograd._define_then_run import _unlinked, count_forward, forward_all, set_node_data
@@ -188,6 +189,10 @@ class CompiledGraph:
             forward_all(self.outputs, keep == CLEAR, keep == NO_NEED_GRAD)
             return
         count_forward()
+        if self._lowered is not None:  # one XLA program (JAX)
+            self._lowered.forward()
+            self._forwarded = True
+            return
         buf = self._buffer
         for slot, node in zip(self._leaf_slots, self._leaves, strict=True):
             buf[slot] = node.data
@@ -218,6 +223,11 @@ class CompiledGraph:
                 "the plan frees the arrays a backward reads as it uses them"
             )
         self._forwarded = False
+        if self._lowered is not None:
+            self._lowered.backward(grad_outputs)
+            if clear_buffer:
+                self._clear(backward=True)
+            return
         outputs = self.outputs
         if grad_outputs is None:
             grad_outputs = [None] * len(outputs)
@@ -266,6 +276,17 @@ class CompiledGraph:
 
     def run(self) -> None:
         """``forward()`` then ``backward()``."""
+        if self._lowered is not None:  # JAX: forward and backward in one XLA program
+            if not self.current():
+                self._rebuild()
+            lowered = self._lowered
+            if lowered is not None and not (
+                self._writes or MODE.get()[HOOKS] or _versions.versions
+            ):
+                count_forward()
+                self._forwarded = False
+                lowered.run()
+                return
         self.forward()
         self.backward()
 
@@ -459,6 +480,7 @@ class CompiledGraph:
         #: The generated code, for reading (``print(plan.source)``).
         self.source = forward_source + "\n" + backward_source
         self._clear(backward=False)  # no stale arrays: the plan holds them now
+        self._lowered = lower(self)  # on JAX: the code above as XLA programs
 
 
 def _publish_code(

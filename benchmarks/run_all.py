@@ -41,6 +41,7 @@ BENCHMARKS = {
     "bridge_jax": ("bench_bridge_jax.py", True),
     "compiled": ("bench_compiled.py", True),
     "compiled_memory": ("bench_compiled_memory.py", False),
+    "compiled_jax": ("bench_compiled_jax.py", True),
 }
 
 

@@ -31,7 +31,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "timing": [
             *("run_all.py", "--quick", "--rounds", "1", "--same-process"),
             "--only",
-            "overhead,namespace,mlp,long_chain,checkpoint,compiled,compiled_memory",
+            "overhead,namespace,mlp,long_chain,checkpoint,compiled,compiled_memory,compiled_jax",
             *("--out", str(records)),
             *("--plot", str(records.with_suffix(".png"))),
         ],
@@ -139,6 +139,15 @@ def test_compiled_memory_benchmark_runs(outputs: dict[str, Any]) -> None:
         peaks = rec["networks"][net]["peak_bytes"]
         assert set(peaks) == {"eager", "static", "static clear", "compiled"}
         assert all(p["step"] > 0 for p in peaks.values())
+
+
+def test_compiled_jax_benchmark_runs(outputs: dict[str, Any]) -> None:
+    rec = outputs["compiled_jax"]
+    if "skipped" in rec:
+        pytest.skip("jax is not installed")
+    for part in ("chain", "mlp"):
+        assert {"jax.jit", "lowered"} <= set(rec[part]["us_median"])
+        assert any(r["ratio"] == "lowered / jax.jit" for r in rec[part]["ratios"])
 
 
 def test_plot_is_drawn_where_matplotlib_is_installed(outputs: dict[str, Any]) -> None:

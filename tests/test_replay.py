@@ -247,3 +247,16 @@ def test_a_plan_does_not_keep_its_output_alive():
         assert ref() is None  # freed by reference counting, without the collector
     finally:
         gc.enable()
+
+
+def test_persistent_nodes_keep_their_arrays_under_clear_buffer():
+    x, w, h, y = graph()
+    h.persistent = True
+    for _ in range(3):  # walk, compile, plan
+        y.forward(clear_buffer=True)
+        np.testing.assert_array_equal(h.d, walked(x, w)[1])
+    assert planned(y)
+    h.persistent = False  # an edit: the plan no longer fits
+    assert not planned(y)
+    y.forward(clear_buffer=True)
+    assert h.d is None
