@@ -389,7 +389,9 @@ class CompiledGraph:
         if funcs:
             sample = datas[0]
             _versions.record(raw_namespace(sample), (), (), sample)  # learn if it counts
-        _set_namespaces(funcs)
+        # Each function's namespace is the one it was applied with (a transfer's
+        # output is of another library than its input); _rebuild sets them anew for
+        # inputs of another library.
 
         # Which inputs need a gradient: a leaf that requires one and is alive, or a
         # node computed by a function with such an input (JAX's pruning of zeros).

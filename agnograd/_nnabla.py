@@ -160,6 +160,11 @@ class NnablaInterface:
     def forward(self, clear_buffer: bool = False, clear_no_need_grad: bool = False) -> None:
         """Recompute this Variable from the current data of the graph's inputs.
 
+        The first runs walk the graph (:func:`agnograd.forward_all`); once it has run
+        ``agnograd.config.compile_after`` times unchanged, a compiled plan of it runs
+        instead, with the same results and the same arrays kept (see "Compiled
+        re-runs" in the define-then-run guide).
+
         Examples
         --------
         >>> import numpy as np, agnograd
