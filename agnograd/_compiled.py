@@ -475,10 +475,8 @@ class CompiledGraph:
         self._published_bare = [(k, n) for k, n in published if n._variable() is None]
         forward.append((_publish_code(published, bind), []))
         self._runs_rules = not all(own[f] for f in order)
-        forward_source = _source("forward", "buf", forward)
-        backward_source = _source("backward", "buf, g", backward)
-        self._forward_code = _function("forward", forward_source, env)
-        self._backward_code = _function("backward", backward_source, env)
+        self._forward_code, forward_source = _code("forward", "buf", forward, env)
+        self._backward_code, backward_source = _code("backward", "buf, g", backward, env)
         #: The generated code, for reading (``print(plan.source)``).
         self.source = forward_source + "\n" + backward_source
         self._clear(backward=False)  # no stale arrays: the plan holds them now
@@ -511,24 +509,39 @@ def _signature(leaves: list[VariableNode], datas: list[Any]) -> tuple[Any, ...]:
     )
 
 
-def _source(name: str, args: str, steps: list[tuple[list[str], list[int]]]) -> str:
-    """One function of straight-line code: each step's lines, then ``buf[k] = None``
-    for each array whose last reader the step was."""
-    lines = [f"def {name}({args}):"]
-    for code, free in steps:
-        lines += ["    " + line for line in code]
-        lines += [f"    buf[{k}] = None" for k in free]
-    return "\n".join([*lines, "    return None"])
+# Steps per generated function. CPython compiles a long function in time and memory
+# that grow faster than its length (a 32,000-function chain in one function: 10 s
+# and 0.5 GB); pieces of this size keep both proportional to the graph.
+_PIECE = 250
 
 
-def _function(name: str, source: str, env: dict[str, Any]) -> Callable[..., None]:
-    """The function ``name`` defined by ``source``, whose names are bound in ``env``:
-    no loop, no calls but the array operations (and the nodes that run their own
-    forward and backward)."""
+def _code(
+    name: str, args: str, steps: list[tuple[list[str], list[int]]], env: dict[str, Any]
+) -> tuple[Callable[..., None], str]:
+    """The function ``name(args)`` running ``steps`` (each step's lines, then
+    ``buf[k] = None`` for each array whose last reader the step was), and its
+    source: straight-line code over the names bound in ``env``, with no loop and no
+    call but the array operations (and the nodes that run their own forward and
+    backward), in pieces of ``_PIECE`` steps."""
     namespace = dict(env)
-    exec(source, namespace)  # our own lines, from bound names only
-    function: Callable[..., None] = namespace[name]
-    return function
+    pieces = []
+    sources = []
+    for start in range(0, max(len(steps), 1), _PIECE):
+        lines = [f"def {name}({args}):"]
+        for code, free in steps[start : start + _PIECE]:
+            lines += ["    " + line for line in code]
+            lines += [f"    buf[{k}] = None" for k in free]
+        sources.append("\n".join([*lines, "    return None"]))
+        exec(sources[-1], namespace)  # our own lines, from bound names only
+        pieces.append(namespace[name])
+    if len(pieces) == 1:
+        return pieces[0], sources[0]
+
+    def run(*arrays: Any) -> None:
+        for piece in pieces:
+            piece(*arrays)
+
+    return run, "\n".join(sources)
 
 
 def _set_namespaces(funcs: list[FunctionNode]) -> None:
@@ -624,7 +637,6 @@ def _forward_code(
         same = all(
             n.shape == out_node.shape and n.dtype == out_node.dtype for n in func.inputs or ()
         )
-        real = not any(xp.isdtype(n.dtype, "complex floating") for n in func.inputs or ())
         if _own_unary(func) and same:
             if func.compute is None:  # type: ignore[attr-defined]
                 line = f"buf[{o}] = {bind(getattr(xp, func.fn))}(buf[{ins[0]}])"  # type: ignore[attr-defined]
@@ -634,7 +646,7 @@ def _forward_code(
         elif cls in _WITH_SCALAR and same:
             value = bind(func.value)  # type: ignore[attr-defined]
             line = f"buf[{o}] = " + _WITH_SCALAR[cls][0].format(x=f"buf[{ins[0]}]", c=value)
-        elif cls in _BINARY and len(ins) == 2 and (cls is not Mul or real):
+        elif cls in _BINARY and len(ins) == 2 and (cls is not Mul or _real(func)):
             line = f"buf[{o}] = buf[{ins[0]}] {_BINARY[cls]} buf[{ins[1]}]"
     if line is None:
         return [f"{bind(_generic_forward(func, ins, outs, saves))}(buf)"], False
@@ -650,6 +662,12 @@ def _forward_code(
         if retained:
             lines.append(f"{name}.{attr} = ({''.join(f'buf[{slots[i]}], ' for i in retained)})")
     return lines, True
+
+
+def _real(func: FunctionNode) -> bool:
+    """Whether no input of ``func`` is complex."""
+    xp = func.xp
+    return not any(xp.isdtype(n.dtype, "complex floating") for n in func.inputs or ())
 
 
 def _own_unary(func: FunctionNode) -> bool:
