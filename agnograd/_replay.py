@@ -2,12 +2,13 @@
 
 nnabla code builds a graph once and runs it many times. The first runs of a graph
 walk it (:func:`~agnograd.forward_all`, then the engine). Once ``y.forward()`` has
-run the graph behind ``y`` ``agnograd.config.compile_after`` times (10 by
-default), it compiles the graph into a plan (:mod:`agnograd._compiled`) and runs
-the plan from then on, and a plain ``y.backward()`` right after it runs the plan's
-backward. Both leave the graph as the walk would: every node its array (or, with
-``clear_buffer`` and ``clear_no_need_grad``, what those options keep), and every
-function what its backward reads, so anything may follow them.
+walked the graph behind ``y`` ``agnograd.config.compile_after`` times (10 by
+default; 0 compiles it at the first run), it compiles the graph into a plan
+(:mod:`agnograd._compiled`) and runs the plan from then on, and a plain
+``y.backward()`` right after it runs the plan's backward. Both leave the graph as
+the walk would: every node its array (or, with ``clear_buffer`` and
+``clear_no_need_grad``, what those options keep), and every function what its
+backward reads, so anything may follow them.
 
 A plan is made for its inputs' shapes and dtypes and for the graph as it is. When
 either changes, ``y.forward()`` walks the graph again and compiles it anew only
@@ -58,32 +59,40 @@ def forward(var: Variable, clear_buffer: bool = False, clear_no_need_grad: bool 
         state = _replays[node] = _Replays(after)
     state.waiting = None
     plan = state.plans.get(mode)
-    if plan is not None:
-        if plan.current():
-            if state.mode != mode:
-                plan._clear(backward=False)  # what the last mode's forward left
-            state.mode = mode
-            plan._forward()
-            state.waiting = (plan, _define_then_run.forwards)
-            return
+    if plan is not None and not plan.current():
         # New input shapes or an edited graph: walk it until it has run unchanged
         # twice as long as before.
         state.plans.clear()
         state.runs = 0
-        state.threshold *= 2
-    _define_then_run.forward_all([var], clear_buffer, clear_no_need_grad)
-    state.mode = mode
-    state.runs += 1
-    if state.runs >= state.threshold:
+        state.threshold = max(state.threshold, 1) * 2
+        plan = None
+    if plan is None and state.runs >= state.threshold:
         state.runs = 0
-        try:
-            plan = CompiledGraph([var], mode)
-        except Exception:  # what a plan cannot do (a data-dependent shape), the walk does
-            plan = None
-        if plan is None or plan._writes:  # a plan of a graph that writes would walk it
+        plan = _compiled(var, mode)
+        if plan is None:  # a plan would walk the graph anyway
             state.threshold = sys.maxsize
         else:
             state.plans[mode] = plan
+    if plan is None:
+        _define_then_run.forward_all([var], clear_buffer, clear_no_need_grad)
+        state.runs += 1
+    else:
+        if state.mode != mode:
+            plan._clear(backward=False)  # what the last mode's forward left
+        plan._forward()
+        state.waiting = (plan, _define_then_run.forwards)
+    state.mode = mode
+
+
+def _compiled(var: Variable, mode: str) -> CompiledGraph | None:
+    """The plan of the graph behind ``var`` for ``mode``, or None where one cannot
+    help: a graph that writes in place (its plan would walk it at every run), or one
+    a plan cannot be made for (a shape that depends on the data)."""
+    try:
+        plan = CompiledGraph([var], mode)
+    except Exception:  # what a plan cannot do, the walk does
+        return None
+    return None if plan._writes else plan
 
 
 def backward(var: Variable, grad: Any, clear_buffer: bool) -> bool:

@@ -1,9 +1,10 @@
 """``y.forward()`` and ``y.backward()`` compile a graph run often enough (agnograd._replay).
 
-After ``config.compile_after`` walks of an unchanged graph, ``y.forward()`` runs a
-compiled plan, and a plain ``y.backward()`` after it runs the plan's backward. The
-results, and what the graph keeps afterwards, must be the walk's: these tests run
-the same graph both ways, bit for bit, and change it between runs.
+After ``config.compile_after`` walks of an unchanged graph (none in these tests),
+``y.forward()`` runs a compiled plan, and a plain ``y.backward()`` after it runs
+the plan's backward. The results, and what the graph keeps afterwards, must be the
+walk's: these tests run the same graph both ways, bit for bit, and change it
+between runs.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from agnograd.function_hooks import FunctionHook
 
 @pytest.fixture(autouse=True)
 def compile_at_once() -> Iterator[None]:
-    """Plans made after one walk, so that the second run is a plan's."""
-    with agnograd.using_config("compile_after", 1):
+    """Plans made at the first run."""
+    with agnograd.using_config("compile_after", 0):
         yield
 
 
@@ -260,3 +261,14 @@ def test_persistent_nodes_keep_their_arrays_under_clear_buffer():
     assert not planned(y)
     y.forward(clear_buffer=True)
     assert h.d is None
+
+
+def test_compile_after_counts_the_walks_before_the_plan():
+    with agnograd.using_config("compile_after", 2):
+        x, w, _h, y = graph()
+        run(x, w, y)
+        run(x, w, y)
+        assert not planned(y)  # two walks
+        run(x, w, y)  # compiled, then run
+        assert planned(y)
+        same(x.g, walked(x, w)[2])
