@@ -34,7 +34,14 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("devices and transfer", {"_transfer"}),
     (
         "define-then-run and its compiled plans",
-        {"_define_then_run", "_compiled", "_compiled_jax", "_compiled_trace", "_replay"},
+        {
+            "_define_then_run",
+            "_compiled",
+            "_compiled_jax",
+            "_compiled_steps",
+            "_compiled_trace",
+            "_replay",
+        },
     ),
     (
         "the package, its operators and tools (transforms, checkpointing, pictures)",
