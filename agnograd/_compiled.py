@@ -33,10 +33,16 @@ from agnograd import _graph, _versions
 from agnograd._abstract import Abstract, DataDependentError
 from agnograd._backend import raw_namespace
 from agnograd._compiled_jax import lower
-from agnograd._compiled_steps import _backward_code, _code, _forward_code, _publish_code
-from agnograd._config import HOOKS, MODE, using_config
+from agnograd._compiled_steps import (
+    _backward_code,
+    _code,
+    _forward_code,
+    _publish_code,
+    run_backward,
+)
+from agnograd._config import HOOKS, MODE
 from agnograd._define_then_run import _unlinked, count_forward, forward_all, set_node_data
-from agnograd._engine import _leaf_lock, _quiet, _seed
+from agnograd._engine import _leaf_lock, _seed
 from agnograd._engine import backward as engine_backward
 from agnograd._function import FunctionNode
 from agnograd._graph import functions_of
@@ -223,19 +229,7 @@ class CompiledGraph:
         for slot, gy in seeds:
             prev = g[slot]
             g[slot] = gy if prev is None else prev + gy
-        if self._runs_rules:
-            # Nodes' own backward may call agnograd's functions: in the engine's
-            # configuration (which costs as much as a tenth of the chain's backward,
-            # so the plan's own steps, which call none, run without it).
-            with (
-                using_config("auto_forward", True),
-                using_config("enable_backprop", False),
-                _quiet(),
-            ):
-                self._backward_code(buf, g)
-        else:
-            with _quiet():
-                self._backward_code(buf, g)
+        run_backward(self._backward_code, self._runs_rules, buf, g)
         if clear_buffer:
             self._clear(backward=True)
         # The engine's accumulation into the leaves, less the checks of the gradients'

@@ -26,9 +26,9 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from agnograd._config import using_config
+from agnograd._compiled_steps import run_backward
 from agnograd._define_then_run import _unlinked, set_node_data
-from agnograd._engine import _leaf_lock, _quiet, _seed
+from agnograd._engine import _leaf_lock, _seed
 from agnograd._function import FunctionNode
 from agnograd._variable import Variable
 
@@ -144,15 +144,7 @@ class Lowered:
                     gy = buf[slot].__array_namespace__().ones_like(buf[slot])
                 prev = g[slot]
                 g[slot] = gy if prev is None else prev + gy
-        if self._runs_rules:  # as the plan: nodes' own backward may call F.*
-            with (
-                using_config("auto_forward", True),
-                using_config("enable_backprop", False),
-                _quiet(),
-            ):
-                self._backward_code(buf, g)
-        else:
-            self._backward_code(buf, g)
+        run_backward(self._backward_code, self._runs_rules, buf, g)
         return tuple([g[slot] for slot, _ in self._grad_leaves])
 
     def _run(self, leaves: tuple[Any, ...], seeds: tuple[Any, ...]) -> Any:

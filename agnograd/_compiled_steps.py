@@ -14,12 +14,14 @@ from typing import Any
 
 from agnograd import _versions
 from agnograd._compiled_trace import trace_rule
+from agnograd._config import using_config
 from agnograd._define_then_run import _unlinked, set_node_data
 from agnograd._engine import (
     _call_backward,
     _cast,
     _gradient_tuple,
     _of_targets,
+    _quiet,
     _refuses,
     _sum_to,
 )
@@ -360,3 +362,21 @@ def _generic_backward(
             g[k] = gx if prev is None else prev + gx
 
     return step
+
+
+def run_backward(code: Step, runs_rules: bool, buf: list[Any], g: list[Any]) -> None:
+    """Run a plan's generated backward ``code`` over ``buf`` and ``g``, without the
+    warnings of infinite derivatives, as the engine does; where nodes run their own
+    backward (``runs_rules``), which may call agnograd's functions, in the engine's
+    configuration too (which costs as much as a tenth of the chain's backward, so
+    the plan's own steps, which call none, run without it)."""
+    if runs_rules:
+        with (
+            using_config("auto_forward", True),
+            using_config("enable_backprop", False),
+            _quiet(),
+        ):
+            code(buf, g)
+    else:
+        with _quiet():
+            code(buf, g)
