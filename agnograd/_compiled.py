@@ -23,6 +23,7 @@ plans by itself for a graph it runs often (:mod:`agnograd._replay`).
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import weakref
@@ -134,6 +135,10 @@ class CompiledGraph:
         self._output_refs = [weakref.ref(y._node) for y in outputs]
         self._fallback = False
         self._forwarded = False  # a forward whose arrays a backward has not used yet
+        # The shapes the inputs' arrays give now (x.d may have changed them); where one
+        # depends on the data, those of the last forward stand.
+        with contextlib.suppress(DataDependentError):
+            self._infer()
         self._build()
 
     @property
@@ -299,6 +304,17 @@ class CompiledGraph:
     def _rebuild(self) -> None:
         """Infer every output's shape and dtype again from the inputs' data, then
         rebuild the plan (the inputs' shapes, dtypes or the graph changed)."""
+        try:
+            self._infer()
+        except DataDependentError as error:
+            raise TypeError(
+                f"compiled forward: {error.args[0]}; compile the graph again after y.forward()"
+            ) from None
+        self._build()
+
+    def _infer(self) -> None:
+        """Every node's shape and dtype, inferred from the inputs' arrays as they are
+        now; DataDependentError (naming the function) where one depends on the data."""
         funcs = functions_of([y._node for y in self.outputs])
         _set_namespaces(funcs)
         for func in funcs:
@@ -313,15 +329,13 @@ class CompiledGraph:
             try:
                 inferred = func.infer(tuple(specs))
             except DataDependentError as error:
-                raise TypeError(
-                    f"compiled forward: {func.label} cannot infer its output shape for the "
-                    f"new inputs ({error}); compile the graph again after y.forward()"
+                raise DataDependentError(
+                    f"{func.label} cannot infer its output shape for the new inputs ({error})"
                 ) from None
             for ref, (shape, dtype) in zip(func.outputs or (), inferred, strict=True):
                 out = ref()
                 if out is not None:
                     out.shape, out.dtype = shape, dtype
-        self._build()
 
     def _build(self) -> None:
         outs = [node for node in (ref() for ref in self._output_refs) if node is not None]
@@ -467,17 +481,26 @@ def _signature(leaves: list[VariableNode], datas: list[Any]) -> tuple[Any, ...]:
 
 
 def _set_namespaces(funcs: list[FunctionNode]) -> None:
-    """Each function's namespace, that of its first input: the library of a leaf's
-    data, or of the function that computes it (``funcs`` in forward order)."""
+    """Each function's namespace after its inputs' arrays changed (``funcs`` in
+    forward order): that of its first input, a leaf's data or the function computing
+    it, where that changed; the one it was applied with otherwise (a transfer's
+    output is of another library than its input)."""
+    changed: set[FunctionNode] = set()
     for f in funcs:
         inputs = f.inputs or ()
-        if inputs:
-            first = inputs[0]
-            creator = first.creator_node
-            if creator is not None:
-                f.xp = creator.xp
-            elif first.data is not None:
-                f.xp = raw_namespace(first.data)
+        if not inputs:
+            continue
+        first = inputs[0]
+        creator = first.creator_node
+        if creator is None:
+            new = f.xp if first.data is None else raw_namespace(first.data)
+        elif creator in changed:
+            new = creator.xp
+        else:
+            continue
+        if new is not f.xp:
+            f.xp = new
+            changed.add(f)
 
 
 def _backward_order(

@@ -272,3 +272,21 @@ def test_compile_after_counts_the_walks_before_the_plan():
         run(x, w, y)  # compiled, then run
         assert planned(y)
         same(x.g, walked(x, w)[2])
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+def test_a_plan_made_before_any_forward_infers_the_shapes_the_inputs_have_now(explicit):
+    x = Variable(shape=(2, 3), need_grad=True)
+    w = Variable(np.ones((3, 4)), need_grad=True)
+    with agnograd.auto_forward(False):
+        h = F.tanh(x @ w)
+        y = F.sum(h * 2.0)
+    x.d = np.full((5, 3), 0.5)  # another batch size than the graph was built with
+    if explicit:
+        agnograd.compile(y).run()
+    else:
+        y.forward()  # compiled at once (compile_after=0)
+        assert planned(y)
+        y.backward()
+    assert h.shape == (5, 4)
+    np.testing.assert_allclose(w.g, np.full((3, 4), 5 * 0.5 * 2 / np.cosh(1.5) ** 2))
