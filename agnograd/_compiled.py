@@ -276,10 +276,12 @@ class CompiledGraph:
         """What the plan depends on besides its inputs' arrays: each function's inputs
         and local hooks, each node's creator, ``requires_grad``, ``persistent`` and
         unlinked copies, and the outputs' creators."""
+        # Unlinked copies are rare, and a weak dictionary slow to ask: a set of them.
+        unlinked = set(_unlinked) if _unlinked else ()
         return (
             [(f.inputs, bool(f._local_hooks)) for f in self._funcs],
             [
-                (n.creator_node, n.requires_grad, n.persistent, n in _unlinked)
+                (n.creator_node, n.requires_grad, n.persistent, n in unlinked)
                 for nodes in (self._leaves, self._nodes)
                 for n in nodes
             ],
