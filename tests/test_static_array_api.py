@@ -178,16 +178,17 @@ XPX_CASES: dict[str, tuple[Callable[..., Any], tuple[tuple[int, ...], ...]]] = {
 }
 
 
-def _xpx_params() -> list[Any]:
+def _params(cases: dict[str, Any]) -> list[Any]:
+    """Each case on each backend, with ids ``name-backend``."""
     return [
         pytest.param(name, backend, id=f"{name}-{backend}")
-        for name in XPX_CASES
+        for name in cases
         for backend in BACKENDS
     ]
 
 
 @pytest.mark.filterwarnings("ignore:.*expand_dims.*:DeprecationWarning")
-@pytest.mark.parametrize(("name", "backend"), _xpx_params())
+@pytest.mark.parametrize(("name", "backend"), _params(XPX_CASES))
 def test_array_api_extra(name: str, backend: str) -> None:
     func, shapes = XPX_CASES[name]
     assert_same(*eager_and_static(func, inputs(name, shapes, backend)))
@@ -242,20 +243,6 @@ _REFUSED = {
 }
 
 
-def _scipy_marks(name: str, backend: str) -> list[Any]:
-    marks = []
-    if backend == "array_api_strict" and name == "fft.fft":
-        marks.append(
-            pytest.mark.xfail(
-                reason="SciPy calls xp.fft.fft and, if the backend refuses real input, "
-                "converts to complex in an `except:`; array-api-strict refuses only when "
-                "the graph runs, since fft.Transform.infer accepts real input",
-                strict=True,
-            )
-        )
-    return marks
-
-
 _SCIPY_SCRIPT = r"""
 import json, sys, warnings
 warnings.simplefilter("ignore")
@@ -304,15 +291,7 @@ def scipy_report() -> dict[str, Any]:
     return report
 
 
-def _scipy_params() -> list[Any]:
-    return [
-        pytest.param(name, backend, id=f"{name}-{backend}", marks=_scipy_marks(name, backend))
-        for name in SCIPY_CASES
-        for backend in BACKENDS
-    ]
-
-
-@pytest.mark.parametrize(("name", "backend"), _scipy_params())
+@pytest.mark.parametrize(("name", "backend"), _params(SCIPY_CASES))
 def test_scipy(scipy_report: dict[str, Any], name: str, backend: str) -> None:
     row = scipy_report["cases"][name][backend]
     if name in _REFUSED:

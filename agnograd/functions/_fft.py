@@ -52,6 +52,28 @@ def _transform(
     return fn(x, s=sizes, axes=axes, norm=norm)
 
 
+# (namespace, transform, input dtype) -> the error the library raised on such an
+# input (array-api-strict refuses real input to the complex transforms), or None.
+_refusals: dict[tuple[Any, str, Any], Exception | None] = {}
+
+
+def _refuse_as_the_library_does(xp: Any, name: str, dtype: Any) -> None:
+    """Raise, when a define-then-run graph is built, what the library raises when it
+    runs: code that catches the refusal and retries (SciPy's ``fft``, which passes
+    complex input then) must see it at once. The library is asked once per
+    transform and dtype, on a small array."""
+    key = (xp, name, dtype)
+    if key not in _refusals:
+        try:
+            getattr(xp.fft, name)(xp.zeros((4,), dtype=dtype))
+            _refusals[key] = None
+        except Exception as error:  # whatever the library raises
+            _refusals[key] = error
+    error = _refusals[key]
+    if error is not None:
+        raise type(error)(*error.args)
+
+
 def _complex_dtype(xp: Any, dtype: Any) -> Any:
     if xp.isdtype(dtype, "complex floating"):
         return dtype
@@ -140,6 +162,7 @@ class Transform(FunctionNode):
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[_Spec, ...]:
         x = inputs[0]
+        _refuse_as_the_library_does(x.xp, self.name, x.dtype)
         shape = list(x.shape)
         for axis, size in zip(self.axes, self.sizes, strict=True):
             shape[axis] = size
