@@ -71,7 +71,11 @@ def _refuse_as_the_library_does(xp: Any, name: str, dtype: Any) -> None:
             _refusals[key] = error
     error = _refusals[key]
     if error is not None:
-        raise type(error)(*error.args)
+        try:  # a fresh error of the library's type, for each graph that meets it
+            fresh = type(error)(*error.args)
+        except Exception:  # a type that takes other arguments
+            fresh = TypeError(f"fft.{name} of {dtype}: {error}")
+        raise fresh
 
 
 def _complex_dtype(xp: Any, dtype: Any) -> Any:
