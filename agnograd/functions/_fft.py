@@ -67,14 +67,14 @@ def _refuse_as_the_library_does(xp: Any, name: str, dtype: Any) -> None:
         try:
             getattr(xp.fft, name)(xp.zeros((4,), dtype=dtype))
             _refusals[key] = None
-        except Exception as error:  # whatever the library raises
-            _refusals[key] = error
-    error = _refusals[key]
-    if error is not None:
+        except Exception as raised:  # whatever the library raises
+            _refusals[key] = raised
+    refusal = _refusals[key]
+    if refusal is not None:
         try:  # a fresh error of the library's type, for each graph that meets it
-            fresh = type(error)(*error.args)
+            fresh = type(refusal)(*refusal.args)
         except Exception:  # a type that takes other arguments
-            fresh = TypeError(f"fft.{name} of {dtype}: {error}")
+            fresh = TypeError(f"fft.{name} of {dtype}: {refusal}")
         raise fresh
 
 
