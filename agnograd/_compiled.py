@@ -39,11 +39,12 @@ from agnograd._compiled_steps import (
     _code,
     _forward_code,
     _publish_code,
+    accumulate_into_leaves,
     run_backward,
 )
 from agnograd._config import HOOKS, MODE
 from agnograd._define_then_run import _unlinked, count_forward, forward_all, set_node_data
-from agnograd._engine import _leaf_lock, _seed
+from agnograd._engine import _seed
 from agnograd._engine import backward as engine_backward
 from agnograd._function import FunctionNode
 from agnograd._graph import functions_of
@@ -237,22 +238,10 @@ class CompiledGraph:
         run_backward(self._backward_code, self._runs_rules, buf, g)
         if clear_buffer:
             self._clear(backward=True)
-        # The engine's accumulation into the leaves, less the checks of the gradients'
-        # library, shape and dtype, which the plan proved.
-        for slot, node in self._grad_leaves:
-            gx = g[slot]
-            if gx is None:
-                continue
+        grads = [(node, g[slot]) for slot, node in self._grad_leaves]
+        for slot, _ in self._grad_leaves:
             g[slot] = None
-            var = node._variable()
-            if var is None:
-                continue
-            if id(gx) in seen:  # one array reached two leaves (a + b): each its own
-                gx = raw_namespace(gx).asarray(gx, copy=True)
-            seen.add(id(gx))
-            with _leaf_lock:
-                prev = var._grad_var
-                var._grad_var = Variable._new(gx if prev is None else prev._data + gx, False)
+        accumulate_into_leaves(grads, seen)
 
     def run(self) -> None:
         """``forward()`` then ``backward()``."""

@@ -26,9 +26,9 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from agnograd._compiled_steps import run_backward
+from agnograd._compiled_steps import accumulate_into_leaves, run_backward
 from agnograd._define_then_run import _unlinked, set_node_data
-from agnograd._engine import _leaf_lock, _seed
+from agnograd._engine import _seed
 from agnograd._function import FunctionNode
 from agnograd._variable import Variable
 
@@ -262,19 +262,9 @@ class Lowered:
 
     def _accumulate(self, grads: tuple[Any, ...], seeds: tuple[Any, ...]) -> None:
         """The plan's accumulation into the leaves' gradients."""
+        leaves = [node for _, node in self._grad_leaves]
         seen = {id(gy) for gy in seeds if gy is not None}
-        for (_, node), gx in zip(self._grad_leaves, grads, strict=True):
-            if gx is None:
-                continue
-            var = node._variable()
-            if var is None:
-                continue
-            if id(gx) in seen:  # one array for two leaves (without jit): each its own
-                gx = gx.__array_namespace__().asarray(gx, copy=True)
-            seen.add(id(gx))
-            with _leaf_lock:
-                prev = var._grad_var
-                var._grad_var = Variable._new(gx if prev is None else prev._data + gx, False)
+        accumulate_into_leaves(list(zip(leaves, grads, strict=True)), seen)
 
 
 @contextlib.contextmanager

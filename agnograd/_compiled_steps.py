@@ -20,6 +20,7 @@ from agnograd._engine import (
     _call_backward,
     _cast,
     _gradient_tuple,
+    _leaf_lock,
     _of_targets,
     _quiet,
     _refuses,
@@ -380,3 +381,22 @@ def run_backward(code: Step, runs_rules: bool, buf: list[Any], g: list[Any]) -> 
     else:
         with _quiet():
             code(buf, g)
+
+
+def accumulate_into_leaves(grads: list[tuple[VariableNode, Any]], seen: set[int]) -> None:
+    """Add each gradient to its leaf's ``grad``: the engine's accumulation, less the
+    checks of the gradients' library, shape and dtype, which a plan proved. ``seen``
+    holds the ids of arrays handed out already (the seeds): an array that reaches
+    two leaves (``a + b``) is copied, so that each leaf has its own."""
+    for node, gx in grads:
+        if gx is None:
+            continue
+        var = node._variable()
+        if var is None:
+            continue
+        if id(gx) in seen:
+            gx = gx.__array_namespace__().asarray(gx, copy=True)
+        seen.add(id(gx))
+        with _leaf_lock:
+            prev = var._grad_var
+            var._grad_var = Variable._new(gx if prev is None else prev._data + gx, False)
