@@ -79,17 +79,22 @@ def hand_numpy(x: np.ndarray, t: np.ndarray, params: list[np.ndarray]) -> Step:
     return step
 
 
+def agnograd_loss(x: Any, t: Any, params: Any) -> Any:
+    """The MLP's loss with agnograd's functions (``params``: W1, b1, W2, b2, W3, b3)."""
+    W1, b1, W2, b2, W3, b3 = params
+    h1 = F.tanh(F.matmul(x, W1) + b1)
+    h2 = F.tanh(F.matmul(h1, W2) + b2)
+    return F.softmax_cross_entropy(F.matmul(h2, W3) + b3, t)
+
+
 def agnograd_step(x: Any, t: Any, params: list[Any]) -> Step:
     """agnograd on the arrays' own library (NumPy or torch)."""
     variables = [agnograd.Variable(p) for p in params]
-    W1, b1, W2, b2, W3, b3 = variables
 
     def step() -> tuple[Any, list[Any]]:
         for v in variables:
             v.cleargrad()
-        h1 = F.tanh(F.matmul(x, W1) + b1)
-        h2 = F.tanh(F.matmul(h1, W2) + b2)
-        loss = F.softmax_cross_entropy(F.matmul(h2, W3) + b3, t)
+        loss = agnograd_loss(x, t, variables)
         loss.backward()
         return loss.array, [v.grad for v in variables]
 
