@@ -26,11 +26,12 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
+import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from agnograd import _graph, _versions
+from agnograd import _define_then_run, _graph, _versions
 from agnograd._abstract import Abstract, DataDependentError
 from agnograd._backend import raw_namespace
 from agnograd._compiled_jax import lower
@@ -126,7 +127,7 @@ class CompiledGraph:
 
     _edits: int  # the count of graph edits the plan was last checked against
     _shape_of_graph: tuple[Any, ...]  # _structure() when it was made
-    _published_bare: list[tuple[int, VariableNode]]  # published without a Variable
+    _bare: list[VariableNode]  # nodes without a Variable, which get_variable may revive
 
     def __init__(self, outputs: list[Variable], keep: str = ALIVE) -> None:
         self._keep = keep
@@ -136,6 +137,9 @@ class CompiledGraph:
         self._output_refs = [weakref.ref(y._node) for y in outputs]
         self._fallback = False
         self._forwarded = False  # a forward whose arrays a backward has not used yet
+        self._forwards = -1  # the count of graph forwards at the plan's last forward
+        self._thread = 0  # the thread that ran that forward
+        self._lock = threading.Lock()
         # The shapes the inputs' arrays give now (x.d may have changed them); where one
         # depends on the data, those of the last forward stand.
         with contextlib.suppress(DataDependentError):
@@ -152,18 +156,23 @@ class CompiledGraph:
 
     def current(self) -> bool:
         """Whether the plan still fits the graph and the arrays its inputs hold now."""
+        signature = self.signature()
+        return signature is not None and signature == self._signature and self._fits_graph()
+
+    def signature(self) -> tuple[Any, ...] | None:
+        """What the plan's inputs hold now, as it keys plans: each one's creator,
+        array type, shape and dtype; None while one has no data."""
         leaves = self._leaves
         try:
-            signature = _signature(leaves, [n.data for n in leaves])
+            return _signature(leaves, [n.data for n in leaves])
         except AttributeError:  # an input without data: _build says which
-            return False
-        return signature == self._signature and self._fits_graph()
+            return None
 
     def _fits_graph(self) -> bool:
         """Whether the graph is still the one the plan was made for."""
         if _graph.edits != self._edits:  # some graph was edited: was it this one?
             if self._structure() != self._shape_of_graph or any(
-                n._variable() is not None for _, n in self._published_bare
+                n._variable() is not None for n in self._bare
             ):
                 return False
             self._edits = _graph.edits
@@ -176,12 +185,25 @@ class CompiledGraph:
         self._forward()
 
     def _forward(self) -> None:
+        with self._exclusive("forward"):
+            self._forwarded = False
+            try:
+                self._forward_unguarded()
+            except BaseException:
+                self._discard()
+                raise
+            self._thread = threading.get_ident()
+
+    def _forward_unguarded(self) -> None:
         self._fallback = self._writes or bool(MODE.get()[HOOKS]) or bool(_versions.versions)
         if self._fallback:  # the plan proved neither: run the reference implementation
             keep = self._keep
             forward_all(self.outputs, keep == CLEAR, keep == NO_NEED_GRAD)
             return
+        if self._keep == ALIVE and self._forwards != _define_then_run.forwards:
+            self._clear(backward=False)  # what a walk since the last run left: stale
         count_forward()
+        self._forwards = _define_then_run.forwards
         if self._lowered is not None:  # one XLA program (JAX)
             self._lowered.forward()
             self._forwarded = True
@@ -210,17 +232,28 @@ class CompiledGraph:
         if self._fallback or hooked or self._keep == CLEAR:
             engine_backward(self.outputs, grad_outputs, clear_buffer=clear_buffer)
             return
-        if not self._forwarded:
-            raise RuntimeError(
-                "CompiledGraph.backward: run forward() first, once before each backward(): "
-                "the plan frees the arrays a backward reads as it uses them"
-            )
-        self._forwarded = False
-        if self._lowered is not None:
-            self._lowered.backward(grad_outputs)
-            if clear_buffer:
-                self._clear(backward=True)
-            return
+        with self._exclusive("backward"):
+            if not self._forwarded:
+                raise RuntimeError(
+                    "CompiledGraph.backward: run forward() first, once before each "
+                    "backward(): the plan frees the arrays a backward reads as it uses them"
+                )
+            if self._thread != threading.get_ident():
+                raise RuntimeError(
+                    "CompiledGraph.backward: the plan's forward ran in another thread; a "
+                    "plan runs in one thread at a time (compile one plan per thread)"
+                )
+            # A seed refused leaves the plan as it was: backward may be called again.
+            seeds = self._seeds(grad_outputs)
+            self._forwarded = False
+            try:
+                self._backward(grad_outputs, seeds, clear_buffer)
+            except BaseException:
+                self._discard()  # no partial sum stays for the next step
+                raise
+
+    def _seeds(self, grad_outputs: Sequence[Any] | None) -> list[tuple[int, Any]]:
+        """Each output's slot and seed, checked and cast by the engine's rules."""
         outputs = self.outputs
         if grad_outputs is None:
             grad_outputs = [None] * len(outputs)
@@ -230,6 +263,16 @@ class CompiledGraph:
             slot = self._output_slots[i]
             if slot is not None:
                 seeds.append((slot, gy))
+        return seeds
+
+    def _backward(
+        self, grad_outputs: Sequence[Any] | None, seeds: list[tuple[int, Any]], clear_buffer: bool
+    ) -> None:
+        if self._lowered is not None:
+            self._lowered.backward(grad_outputs)
+            if clear_buffer:
+                self._clear(backward=True)
+            return
         seen = {id(gy) for _, gy in seeds}
         buf, g = self._buffer, self._grads
         for slot, gy in seeds:
@@ -252,12 +295,36 @@ class CompiledGraph:
             if lowered is not None and not (
                 self._writes or MODE.get()[HOOKS] or _versions.versions
             ):
-                count_forward()
-                self._forwarded = False
-                lowered.run()
+                with self._exclusive("run"):
+                    count_forward()
+                    self._forwarded = False
+                    lowered.run()
                 return
         self.forward()
         self.backward()
+
+    @contextlib.contextmanager
+    def _exclusive(self, what: str) -> Iterator[None]:
+        """Run ``what`` of the plan, refusing a second thread in it at the same time:
+        the plan's slots hold one run's arrays."""
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError(
+                f"CompiledGraph.{what}: another thread is running this plan; a plan runs in "
+                "one thread at a time (compile one plan per thread, or walk the graph with "
+                "agnograd.forward_all and backward)"
+            )
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    def _discard(self) -> None:
+        """Forget a run that raised, as if it had never started: no array or partial
+        gradient of it stays in the plan's slots."""
+        self._forwarded = False
+        n = len(self._buffer)
+        self._buffer[:] = [None] * n
+        self._grads[:] = [None] * n
 
     # -- compiling ----------------------------------------------------------------
 
@@ -429,9 +496,9 @@ class CompiledGraph:
             saves = keep in (ALIVE, KEEP) or (
                 keep == NO_NEED_GRAD and any(x.requires_grad for x in f.inputs or ())
             )
-            if not saves:
-                self._unsaving.append(f)
             lines, own[f] = _forward_code(f, slot_of, bind, saves, keep != ALIVE)
+            if not saves or (keep == ALIVE and own[f]):  # the node keeps nothing
+                self._unsaving.append(f)
             for node in f.inputs or ():
                 reads.setdefault(slot_of[node], []).append(len(forward))
             forward.append((lines, []))
@@ -450,9 +517,12 @@ class CompiledGraph:
             if slot not in published_slots:  # free each array after its last use
                 last = max(steps)
                 (forward[last] if last < n else backward[last - n])[1].append(slot)
-        # Nodes without a Variable get their array alone: a Variable made for one
-        # later (get_variable) counts as an edit of the graph, which current() sees.
-        self._published_bare = [(k, n) for k, n in published if n._variable() is None]
+        # Nodes without a Variable get their array alone, and leaves without one no
+        # gradient: a Variable made for one later (get_variable) counts as an edit of
+        # the graph, which current() sees.
+        self._bare = [n for _, n in published if n._variable() is None] + [
+            n for n in leaves if n.requires_grad and n._variable() is None
+        ]
         forward.append((_publish_code(published, bind), []))
         self._runs_rules = not all(own[f] for f in order)
         self._forward_code, forward_source = _code("forward", "buf", forward, env)

@@ -28,9 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from agnograd._compiled_steps import accumulate_into_leaves, run_backward
 from agnograd._define_then_run import _unlinked, set_node_data
-from agnograd._engine import _seed
+from agnograd._engine import _seed, users_grad
 from agnograd._function import FunctionNode
-from agnograd._variable import Variable
 
 if TYPE_CHECKING:
     from agnograd._compiled import CompiledGraph
@@ -116,7 +115,6 @@ class Lowered:
         self._kept: list[int] = []
         self._state: list[tuple[FunctionNode, str, Any, list[Any], list[int]]] = []
         self._pending: tuple[Any, Any, Any] | None = None  # a forward's, for one backward
-        self._ones: list[Variable | None] = [None] * len(outputs)  # seeds run() made
         self._jitted = {
             "run": jax.jit(self._run),
             "forward": jax.jit(self._forward),
@@ -207,22 +205,16 @@ class Lowered:
         """Forward and backward in one XLA program, as ``plan.run()``."""
         leaves = tuple([n.data for n in self._leaves])
         outputs = [ref().get_variable() for ref in self._output_refs]  # type: ignore[union-attr]
-        # None for the ones the program makes: for an output without .grad, or whose
-        # .grad holds the ones that the last run put there (a seed of another kind
-        # than the last run's would make jax.jit compile the program again).
-        grad_vars = [y._grad_var for y in outputs]
-        seeds = tuple(
-            [
-                None if gv is None or gv is made else gv._data
-                for gv, made in zip(grad_vars, self._ones, strict=True)
-            ]
-        )
+        # None for the ones the program makes: for an output whose .grad the user did
+        # not set (a seed of another kind than the last run's would make jax.jit
+        # compile the program again).
+        grad_vars = [users_grad(y) for y in outputs]
+        seeds = tuple([None if gv is None else gv._data for gv in grad_vars])
         published, grads = self._call("run", self._run, leaves, seeds)
         self._publish(published)
         for i, y in enumerate(outputs):
             if grad_vars[i] is None:  # the engine's checks, and its ones kept in y.grad
                 _seed(y, None, i, None, False, "backward")
-                self._ones[i] = y._grad_var
         self._accumulate(grads, seeds)
 
     def forward(self) -> None:
@@ -241,8 +233,6 @@ class Lowered:
                 "CompiledGraph.backward: run forward() first, once before each backward(): "
                 "the plan frees the arrays a backward reads as it uses them"
             )
-        published, kept, arrays = self._pending
-        self._pending = None
         outputs = [ref().get_variable() for ref in self._output_refs]  # type: ignore[union-attr]
         given = [None] * len(outputs) if grad_outputs is None else grad_outputs
         seeds = tuple(
@@ -251,6 +241,8 @@ class Lowered:
                 for i, (y, gy) in enumerate(zip(outputs, given, strict=True))
             ]
         )
+        published, kept, arrays = self._pending  # a refused seed leaves them
+        self._pending = None
         grads = self._call("backward", self._backward, published, kept, arrays, seeds)
         self._accumulate(grads, seeds)
 

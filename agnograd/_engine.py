@@ -11,6 +11,7 @@ import heapq
 import itertools
 import math
 import threading
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -175,21 +176,27 @@ def _same_length(a: list[Any], b: list[Any], op: str, name_a: str, name_b: str) 
 def _seed(
     y: Variable, gy: Any, index: int, loss_scale: float | None, double: bool, op: str
 ) -> tuple[VariableNode, Any]:
-    """The initial gradient of output ``y``, given as ``grad_outputs[index]``;
-    ``backward`` (not ``grad``) stores ones it made up in ``y.grad``, as Chainer does.
-    A given one must have the output's shape, as in torch (no silent broadcasting).
+    """The initial gradient of output ``y``, given as ``grad_outputs[index]``, else
+    the ``.grad`` the user set, else ones for a one-element output; ``backward`` (not
+    ``grad``) stores ones it made up in ``y.grad``, as Chainer does. A given one must
+    have the output's shape, as in torch (no silent broadcasting), and is cast to the
+    output's dtype, as torch casts it: every rule then sees the dtypes of the graph.
     """
     if not isinstance(y, Variable):
         raise TypeError(f"{op}: outputs must be Variables, got {type(y).__name__}")
     data = y._data
     if data is None:
         raise RuntimeError(f"{op}: output {y._describe()} holds no data (uninitialised)")
-    if gy is not None:  # of another dtype too: the engine casts what the rules return
+    if gy is not None:
         _gradient_of(y, gy, f"{op}: grad_outputs[{index}]")
         if isinstance(gy, Variable) and not double:
             gy = gy._data
     else:
-        gy = y._grad_var if double else y.grad  # checked when it was set
+        gy = users_grad(y)  # checked when it was set
+        if gy is not None and not double:
+            gy = gy._data
+    if gy is not None and gy.dtype != data.dtype:
+        gy = _cast(gy, data.dtype)
     if gy is None:
         if math.prod(data.shape) != 1:
             raise ValueError(
@@ -199,12 +206,18 @@ def _seed(
             )
         gy = raw_namespace(data).ones_like(data)
         if op == "backward":
-            y._grad_var = Variable._new(gy, False)
+            y._grad_var = _written[y._node] = Variable._new(gy, False)
     if loss_scale is not None:
         gy = gy * loss_scale
     if double and not isinstance(gy, Variable):
         gy = Variable._new(gy, False)
     return y._node, gy
+
+
+def users_grad(y: Variable) -> Variable | None:
+    """``y.grad_var`` if the user set it: None where an earlier backward wrote it."""
+    gv = y._grad_var
+    return None if gv is None or _written.get(y._node) is gv else gv
 
 
 def _gradient_of(var: Variable, g: Any, what: str) -> None:
@@ -542,7 +555,14 @@ def _cast(gx: Any, dtype: Any) -> Any:
 def _store_grad(node: VariableNode, g: Any) -> None:
     var = node._variable()
     if var is not None:
-        var._grad_var = g if isinstance(g, Variable) else Variable._new(g, False)
+        var._grad_var = _written[node] = g if isinstance(g, Variable) else Variable._new(g, False)
+
+
+# The gradients that backward wrote into the ``.grad`` of non-leaf Variables itself
+# (the ones it made up as a seed, and what retain_grad kept): there to be read, never
+# taken as the seed of a later backward, which would repeat an old seed, or one of a
+# library or device the graph's data has left since.
+_written: weakref.WeakKeyDictionary[VariableNode, Variable] = weakref.WeakKeyDictionary()
 
 
 # Held while a leaf's gradient is read, added to and stored, so that backward

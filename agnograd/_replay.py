@@ -10,37 +10,59 @@ the walk would: every node its array (or, with ``clear_buffer`` and
 ``clear_no_need_grad``, what those options keep), and every function what its
 backward reads, so anything may follow them.
 
-A plan is made for its inputs' shapes and dtypes and for the graph as it is. When
-either changes, ``y.forward()`` walks the graph again and compiles it anew only
-after twice as many runs, so a graph whose input shapes change at every run soon
-stops being compiled.
+A plan is made for its inputs' shapes and dtypes and for the graph as it is. Plans
+are kept per input signature (the last eight), as ``jax.jit`` keeps its traces: a
+signature is compiled once it has been walked as many times, so an epoch's smaller
+last batch gets a plan of its own in time and one seen once is never compiled. An
+edited graph drops every plan, and is compiled again only after twice as many runs.
+Graphs of more than :data:`LARGEST` functions are walked, and so are the runs of
+any thread but the one that first ran the graph: a plan holds one run's arrays.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import weakref
 from typing import Any
 
 from agnograd import _define_then_run, _extension
 from agnograd._compiled import CLEAR, KEEP, NO_NEED_GRAD, CompiledGraph
 from agnograd._config import config
+from agnograd._graph import functions_of
 from agnograd._variable import Variable, VariableNode
+
+# Plans kept per graph: one per mode and input signature, as jax.jit keeps a trace
+# per signature, so that an epoch's smaller last batch keeps the others' plans.
+_PLANS = 8
+# Graphs of more functions are walked: compiling costs as much as ~15 walks at any
+# size, but its code takes memory growing with the graph (~6 kB a function) that a
+# graph this large cannot pay back in time saved (agnograd.compile still makes one).
+LARGEST = 20_000
 
 
 class _Replays:
     """What ``y.forward()`` knows of the graph behind one output node."""
 
-    __slots__ = ("mode", "plans", "runs", "threshold", "waiting")
+    __slots__ = ("mode", "plans", "runs", "shaped", "thread", "threshold", "waiting")
 
     def __init__(self, threshold: int) -> None:
-        self.plans: dict[str, CompiledGraph] = {}  # one per mode (forward's options)
-        self.runs = 0  # walks since the last plan was made or dropped
+        # By mode (forward's options) and input signature, oldest first.
+        self.plans: dict[tuple[str, Any], CompiledGraph] = {}
+        # Walks by the same key since its plan was made or dropped; the signature is
+        # None until a plan knows the graph's inputs.
+        self.runs: dict[tuple[str, Any], int] = {}
         self.threshold = threshold
         self.mode: str | None = None  # that of the last forward
+        # The signature whose shapes the graph's nodes hold: the last run's, which
+        # set them (a walk) or inferred them (a plan made or run for another one).
+        self.shaped: Any = None
         # The plan whose forward ran last, with the count of forwards then: a backward
         # may use its arrays while no other forward ran.
         self.waiting: tuple[CompiledGraph, int] | None = None
+        # Plans hold one run's arrays: the thread that made them alone runs them,
+        # the others walk (which is exact).
+        self.thread = threading.get_ident()
 
 
 _replays: weakref.WeakKeyDictionary[VariableNode, _Replays] = weakref.WeakKeyDictionary()
@@ -53,30 +75,47 @@ def forward(var: Variable, clear_buffer: bool = False, clear_no_need_grad: bool 
     if node.creator_node is None or after is None:
         _define_then_run.forward_all([var], clear_buffer, clear_no_need_grad)
         return
-    mode = CLEAR if clear_buffer else NO_NEED_GRAD if clear_no_need_grad else KEEP
     state = _replays.get(node)
     if state is None:
         state = _replays[node] = _Replays(after)
+    if state.thread != threading.get_ident():
+        _define_then_run.forward_all([var], clear_buffer, clear_no_need_grad)
+        return
+    mode = CLEAR if clear_buffer else NO_NEED_GRAD if clear_no_need_grad else KEEP
     state.waiting = None
-    plan = state.plans.get(mode)
-    if plan is not None and not plan.current():
-        # New input shapes or an edited graph: walk it until it has run unchanged
-        # twice as long as before.
-        state.plans.clear()
-        state.runs = 0
-        state.threshold = max(state.threshold, 1) * 2
-        plan = None
-    if plan is None and state.runs >= state.threshold:
-        state.runs = 0
+    plans = state.plans
+    key: tuple[str, Any] = (mode, None)
+    plan = None
+    if plans:
+        key = (mode, next(iter(plans.values())).signature())
+        plan = plans.get(key)
+        if plan is not None and not plan._fits_graph():
+            # An edited graph: walk it until it has run unchanged twice as long.
+            plans.clear()
+            state.runs.clear()
+            state.threshold = max(state.threshold, 1) * 2
+            key, plan = (mode, None), None
+    runs = state.runs.get(key, 0)
+    if plan is None and runs >= state.threshold:
+        state.runs.pop(key, None)
         plan = _compiled(var, mode)
-        if plan is None:  # a plan would walk the graph anyway
+        if plan is None:  # a plan would walk the graph anyway, or cost more than it saves
             state.threshold = sys.maxsize
         else:
-            state.plans[mode] = plan
+            plans[(mode, plan.signature())] = plan
+            state.shaped = plan.signature()
+            if len(plans) > _PLANS:
+                del plans[next(iter(plans))]
     if plan is None:
         _define_then_run.forward_all([var], clear_buffer, clear_no_need_grad)
-        state.runs += 1
+        if len(state.runs) > 4 * _PLANS:  # signatures seen once each: forget them
+            state.runs.clear()
+        state.runs[key] = runs + 1
+        state.shaped = key[1]
     else:
+        if state.shaped != key[1]:  # nodes' shapes, which some functions read, are another's
+            plan._infer()
+            state.shaped = key[1]
         if state.mode != mode:
             plan._clear(backward=False)  # what the last mode's forward left
         plan._forward()
@@ -86,8 +125,11 @@ def forward(var: Variable, clear_buffer: bool = False, clear_no_need_grad: bool 
 
 def _compiled(var: Variable, mode: str) -> CompiledGraph | None:
     """The plan of the graph behind ``var`` for ``mode``, or None where one cannot
-    help: a graph that writes in place (its plan would walk it at every run), or one
-    a plan cannot be made for (a shape that depends on the data)."""
+    help: a graph that writes in place (its plan would walk it at every run), one
+    larger than ``LARGEST`` functions, or one a plan cannot be made for (a shape that
+    depends on the data)."""
+    if len(functions_of([var._node])) > LARGEST:
+        return None
     try:
         plan = CompiledGraph([var], mode)
     except Exception:  # what a plan cannot do, the walk does
@@ -99,7 +141,7 @@ def backward(var: Variable, grad: Any, clear_buffer: bool) -> bool:
     """``var.backward(grad=grad, clear_buffer=clear_buffer)`` by the plan whose forward
     ran last, if it can; False when the engine must run it."""
     state = _replays.get(var._node)
-    if state is None or state.waiting is None:
+    if state is None or state.waiting is None or state.thread != threading.get_ident():
         return False
     plan, forwards = state.waiting
     state.waiting = None

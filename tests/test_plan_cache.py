@@ -1,0 +1,458 @@
+"""A compiled plan is a cache of the walk: it never gives another answer.
+
+``y.forward()`` / ``y.backward()`` run a compiled plan once a graph has run
+``config.compile_after`` times (at the first run in these tests). Each test changes,
+between runs, something a user can change (the data, its shape, dtype or library,
+the seed, which leaves are alive, the thread, an exception in the middle of a
+backward) and compares what the plan gives with what eager computation gives on the
+same inputs. JAX's plans run as XLA programs, which round differently: values are
+compared to the float32 tolerance there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import agnograd
+import agnograd.functions as F
+from agnograd import FunctionNode, Variable, _replay
+from agnograd._compiled import compile as compile_graph
+
+
+@pytest.fixture(autouse=True)
+def compile_at_once() -> Iterator[None]:
+    """Plans made at the first run."""
+    with agnograd.using_config("compile_after", 0):
+        yield
+
+
+class Fuse(FunctionNode):
+    """``2 x``, whose backward raises ``Fuse.error`` while it is set."""
+
+    error: BaseException | None = None
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (inputs[0] * 2.0,)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        if Fuse.error is not None:
+            raise Fuse.error
+        return (grad_outputs[0] * 2.0,)
+
+
+def no_jax(backend: Any) -> None:
+    if backend.name == "jax":
+        pytest.skip("a plan's backward on JAX is an XLA program: no Python runs in it to raise")
+
+
+@contextlib.contextmanager
+def blowing(error: BaseException) -> Iterator[None]:
+    """Every backward of a Fuse raises ``error`` in the block, which expects it."""
+    Fuse.error = error
+    try:
+        with pytest.raises(type(error)):
+            yield
+    finally:
+        Fuse.error = None
+
+
+def mlp(x: Any, w1: Any, w2: Any) -> Any:
+    """A small network with a custom node between its layers."""
+    h = F.tanh(x @ w1 + 0.5)
+    (h,) = Fuse().apply((h,))
+    return F.sum(F.exp(F.tanh(h @ w2)) * h[:, :2])
+
+
+def inputs(backend: Any, batch: int = 3, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.normal(size=s) * 0.5 for s in ((batch, 4), (4, 5), (5, 2))]
+
+
+def eager(backend: Any, arrays: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The value and gradients that eager computation gives."""
+    vs = [backend.variable(a) for a in arrays]
+    y = mlp(*vs)
+    y.backward()
+    return backend.to_numpy(y.array), [backend.to_numpy(v.grad) for v in vs]
+
+
+def close(backend: Any, got: Any, want: np.ndarray) -> None:
+    np.testing.assert_allclose(backend.to_numpy(got), want, rtol=1e-5, atol=1e-6)
+
+
+def static(backend: Any, arrays: list[np.ndarray]) -> tuple[list[Variable], Variable]:
+    vs = [backend.variable(a) for a in arrays]
+    with agnograd.auto_forward(False):
+        y = mlp(*vs)
+    return vs, y
+
+
+def step(vs: list[Variable], y: Variable) -> None:
+    for v in vs:
+        v.cleargrad()
+    y.forward()
+    y.backward()
+
+
+def planned(y: Variable) -> bool:
+    state = _replay._replays.get(y._node)
+    return state is not None and bool(state.plans)
+
+
+# -- an exception in the middle of a backward ----------------------------------------
+
+
+@pytest.mark.parametrize("error", [ValueError("once"), KeyboardInterrupt()])
+def test_a_backward_that_raises_leaves_no_partial_sum_for_the_next_step(backend, error):
+    no_jax(backend)
+    arrays = inputs(backend)
+    vs, y = static(backend, arrays)
+    step(vs, y)
+    assert planned(y)
+    for v in vs:
+        v.cleargrad()
+    y.forward()
+    with blowing(error):
+        y.backward()
+    for _ in range(2):  # the next fresh steps are exact
+        step(vs, y)
+        value, grads = eager(backend, arrays)
+        close(backend, y.d, value)
+        for v, want in zip(vs, grads, strict=True):
+            close(backend, v.grad, want)
+
+
+def test_an_explicit_plan_that_raised_in_backward_runs_again_exactly(backend):
+    arrays = inputs(backend)
+    vs, y = static(backend, arrays)
+    plan = compile_graph(y)
+    plan.forward()
+    with blowing(RuntimeError("in the middle")):
+        plan.backward()
+    with pytest.raises(RuntimeError, match="run forward"):  # its arrays are gone
+        plan.backward()
+    for v in vs:
+        v.cleargrad()
+    plan.run()
+    value, grads = eager(backend, arrays)
+    close(backend, y.d, value)
+    for v, want in zip(vs, grads, strict=True):
+        close(backend, v.grad, want)
+
+
+def test_a_refused_seed_leaves_the_plans_forward_for_a_good_one(backend):
+    vs, y = static(backend, inputs(backend))
+    plan = compile_graph(y)
+    plan.forward()
+    with pytest.raises(TypeError, match=r"grad_outputs\[0\]"):
+        plan.backward(["not an array"])
+    plan.backward()
+    close(backend, vs[0].grad, eager(backend, inputs(backend))[1][0])
+
+
+# -- the engine after a plan's forward -------------------------------------------------
+
+
+def test_the_engine_refuses_the_arrays_a_walk_left_after_a_plans_forward(backend):
+    arrays = inputs(backend)
+    vs, y = static(backend, arrays)
+    with agnograd.using_config("compile_after", None):
+        y.forward()  # a walk: every node keeps what its backward reads
+    plan = compile_graph(y)
+    vs[0].d = backend.asarray(arrays[0] + 1.0)
+    plan.forward()
+    # The walk's arrays are of the old input: the engine must not use them. Nodes
+    # that run their own forward in the plan (all of them where the library counts
+    # writes, as torch does) have the new ones.
+    new = eager(backend, [arrays[0] + 1.0, *arrays[1:]])[1]
+    try:
+        y.backward()
+    except RuntimeError as error:
+        assert "no retained" in str(error)
+    else:
+        close(backend, vs[1].grad, new[1])
+    # After another walk, the engine has the new input's arrays.
+    with agnograd.using_config("compile_after", None):
+        y.forward()
+    for v in vs:
+        v.cleargrad()
+    y.backward()
+    close(backend, vs[1].grad, new[1])
+
+
+# -- leaves fetched back from the graph ------------------------------------------------
+
+
+def test_a_leaf_fetched_back_from_the_graph_gets_its_gradient(backend):
+    arrays = inputs(backend)
+    x = backend.variable(arrays[0])
+
+    def build() -> Variable:
+        w1, w2 = (backend.variable(a) for a in arrays[1:])  # gone after the call
+        with agnograd.auto_forward(False):
+            return mlp(x, w1, w2)
+
+    y = build()
+    gc.collect()
+    y.forward()
+    y.backward()  # a plan made while w1 and w2 have no Variable
+    assert planned(y)
+    matmul = y.creator_node
+    nodes, seen = [], set()
+    stack = [matmul]
+    while stack:  # the leaves w1 and w2, from the graph
+        f = stack.pop()
+        for n in f.inputs:
+            if n.creator_node is None and n is not x._node and id(n) not in seen:
+                seen.add(id(n))
+                nodes.append(n)
+            elif n.creator_node is not None:
+                stack.append(n.creator_node)
+    revived = [n.get_variable() for n in nodes]
+    step([x], y)
+    _, grads = eager(backend, arrays)
+    got = sorted(backend.to_numpy(v.grad).shape for v in revived)
+    assert got == sorted(g.shape for g in grads[1:])
+    for v in revived:
+        want = next(g for g in grads[1:] if g.shape == tuple(v.shape))
+        close(backend, v.grad, want)
+
+
+# -- seeds ------------------------------------------------------------------------------
+
+
+def test_a_seed_of_another_dtype_is_cast_to_the_outputs(backend):
+    narrow, wide = backend.narrow_and_wide()
+    x = backend.variable([1.0, 2.0], dtype=wide)
+    with agnograd.auto_forward(False):
+        y = x * 3.0  # its gradient, the seed times 3, reaches x as it is
+    for _ in range(3):  # the walk, then the plan
+        x.cleargrad()
+        y.forward()
+        y.backward(grad=backend.asarray([0.5, 0.25], dtype=narrow))
+        assert x.grad.dtype == backend.dtype(wide)
+        close(backend, x.grad, np.array([1.5, 0.75]))
+
+
+@pytest.mark.parametrize("path", ["eager", "walk", "plan"])
+def test_a_complex_seed_of_a_real_output_keeps_the_parameters_real(path):
+    x = Variable(np.array([1.0, 2.0]))
+    with agnograd.auto_forward(path == "eager"), agnograd.using_config(
+        "compile_after", None if path == "walk" else 0
+    ):
+        y = x * 3.0
+        for _ in range(2):
+            x.cleargrad()
+            y.forward()
+            y.backward(grad=np.array([1.0 + 2.0j, 1.0]))
+    assert x.grad.dtype == np.float64
+    np.testing.assert_array_equal(x.grad, [3.0, 3.0])
+
+
+@pytest.mark.parametrize("path", ["eager", "walk", "plan"])
+def test_a_seed_given_once_is_not_the_seed_of_later_backwards(path):
+    x = Variable(np.array([1.0, 2.0]))
+    with agnograd.auto_forward(path == "eager"), agnograd.using_config(
+        "compile_after", None if path == "walk" else 0
+    ):
+        y = F.sum(x * x)
+        y.forward()
+        y.backward(grad=np.asarray(0.5), retain_grad=True)
+        np.testing.assert_array_equal(x.grad, [1.0, 2.0])
+        assert float(y.grad) == 0.5  # kept, to be read
+        for _ in range(2):
+            x.cleargrad()
+            y.forward()
+            y.backward()
+            np.testing.assert_array_equal(x.grad, [2.0, 4.0])
+        y.grad = np.asarray(3.0)  # a seed the user sets is the seed
+        x.cleargrad()
+        y.backward()
+        np.testing.assert_array_equal(x.grad, [6.0, 12.0])
+
+
+def test_the_ones_backward_made_do_not_follow_the_data_to_another_library():
+    torch = pytest.importorskip("torch")
+    x = Variable(np.array([1.0, 2.0]))
+    with agnograd.auto_forward(False):
+        y = F.sum(x * x)
+    y.forward()
+    y.backward()
+    x.cleargrad()
+    x.d = torch.tensor([1.0, 3.0], dtype=torch.float64)
+    y.forward()
+    y.backward()
+    assert isinstance(x.grad, torch.Tensor)
+    assert x.grad.tolist() == [2.0, 6.0]
+
+
+def test_retain_grad_keeps_no_seed_of_intermediates_for_later():
+    x = Variable(np.array([1.0, 2.0]))
+    h = x * 3.0
+    y = F.sum(h * h)
+    y.backward(retain_grad=True)
+    np.testing.assert_array_equal(h.grad, [6.0, 12.0])
+    x.cleargrad()
+    with pytest.raises(ValueError, match="ambiguous"):  # h has two elements
+        h.backward()
+
+
+# -- threads ----------------------------------------------------------------------------
+
+
+def test_threads_sharing_one_graph_lose_no_update():
+    x = Variable(np.ones((8, 4)))
+    w = Variable(np.full((4, 3), 0.5))
+    with agnograd.auto_forward(False):
+        y = F.sum(F.tanh(x @ w) * 2.0)
+    runs, threads = 60, 4
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            with agnograd.using_config("compile_after", 0):
+                for _ in range(runs):
+                    y.forward()
+                    y.backward()
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    pool = [threading.Thread(target=work) for _ in range(threads)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns within each run
+    try:
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+    xe, we = Variable(np.ones((8, 4))), Variable(np.full((4, 3), 0.5))
+    F.sum(F.tanh(xe @ we) * 2.0).backward()
+    np.testing.assert_allclose(w.grad, we.grad * runs * threads, rtol=1e-12)
+    np.testing.assert_allclose(x.grad, xe.grad * runs * threads, rtol=1e-12)
+
+
+def test_an_explicit_plan_refuses_a_second_thread_clearly():
+    x = Variable(np.ones(3))
+    with agnograd.auto_forward(False):
+        y = F.sum(F.exp(x))
+    plan = compile_graph(y)
+    plan.forward()
+    caught: list[BaseException] = []
+
+    def other() -> None:
+        try:
+            plan.backward()
+        except RuntimeError as error:
+            caught.append(error)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert len(caught) == 1
+    assert "another thread" in str(caught[0])
+    plan.backward()  # the thread of the forward still may
+    np.testing.assert_allclose(x.grad, np.exp(np.ones(3)))
+
+
+# -- what the cache keeps -----------------------------------------------------------------
+
+
+def test_a_smaller_last_batch_keeps_the_plans_of_both_signatures():
+    w = Variable(np.full((4, 2), 0.5))
+    x = Variable(np.ones((5, 4)))
+    with agnograd.auto_forward(False):
+        y = F.sum(F.tanh(x @ w))
+    with agnograd.using_config("compile_after", 2):
+        for _ in range(4):  # epochs: three full batches, then a ragged one
+            for batch in (5, 5, 5, 2):
+                x.d = np.ones((batch, 4))
+                x.cleargrad()
+                y.forward()
+                y.backward()
+        state = _replay._replays[y._node]
+        shapes = sorted(key[1][0][2] for key in state.plans)
+        assert shapes == [(2, 4), (5, 4)]
+
+
+def test_a_graph_larger_than_compiling_pays_for_is_walked(monkeypatch):
+    monkeypatch.setattr(_replay, "LARGEST", 5)
+    x = Variable(np.ones(3))
+    with agnograd.auto_forward(False):
+        y = x
+        for _ in range(6):
+            y = F.sin(y)
+        y = F.sum(y)
+    for _ in range(3):
+        y.forward()
+        y.backward()
+    assert not planned(y)
+    xe = Variable(np.ones(3))
+    ye = xe
+    for _ in range(6):
+        ye = F.sin(ye)
+    F.sum(ye).backward()
+    np.testing.assert_allclose(x.grad, 3 * xe.grad)
+
+
+# -- a sweep of mutations between runs -----------------------------------------------------
+
+def _new_data(backend, vs, arrays, rng):
+    arrays[0] = rng.normal(size=arrays[0].shape) * 0.5
+    vs[0].d = backend.asarray(arrays[0])
+
+
+def _new_batch(backend, vs, arrays, rng):
+    arrays[0] = rng.normal(size=(int(rng.integers(1, 5)), 4)) * 0.5
+    vs[0].d = backend.asarray(arrays[0])
+
+
+def _write_in_place(backend, vs, arrays, rng):
+    arrays[1] = arrays[1] * 0.9
+    vs[1].d = backend.asarray(arrays[1])
+
+
+MUTATIONS: dict[str, Callable[..., None]] = {
+    "new data": _new_data,
+    "new batch": _new_batch,
+    "new weights": _write_in_place,
+    "raise": None,  # in the middle of the backward
+    "none": lambda *args: None,
+}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_mutations_between_runs_never_change_an_answer(backend, seed):
+    rng = np.random.default_rng(seed)
+    arrays = inputs(backend, seed=seed)
+    vs, y = static(backend, arrays)
+    # A plan's backward on JAX is an XLA program: no Python runs in it to raise.
+    names = [name for name in MUTATIONS if backend.name != "jax" or name != "raise"]
+    for _ in range(12):
+        name = names[int(rng.integers(len(names)))]
+        for v in vs:
+            v.cleargrad()
+        if name == "raise":
+            y.forward()
+            with blowing(KeyboardInterrupt()):
+                y.backward()
+            continue
+        MUTATIONS[name](backend, vs, arrays, rng)
+        y.forward()
+        y.backward()
+        value, grads = eager(backend, arrays)
+        close(backend, y.d, value)
+        for v, want in zip(vs, grads, strict=True):
+            close(backend, v.grad, want)
+    assert planned(y)
+
