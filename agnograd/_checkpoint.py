@@ -14,6 +14,16 @@ become inputs of the node too, so they receive their gradient as PyTorch's non-r
 gives it. In double backprop the backward of the node is itself a checkpoint of the
 vector-Jacobian product, so second-order gradients are right and cost no more
 memory than the first-order ones.
+
+The recomputation must see what the first run saw. Without checkpoint a node that
+saved an array raises in backward if that array was written in place since
+(:mod:`agnograd._versions`); here the block's nodes are gone, so the checkpoint
+node does that check for them: the first run records the memory of every array
+that any operation of the block reads (a :class:`_Recorder` hook, so operations
+outside a checkpoint pay nothing) and, once the block's own intermediate arrays
+are freed, the versions of the memory still alive, which backward compares before
+recomputing. Variables without a gradient that the block reads keep their array
+too, so that one given another array (``c += 1``, a write on JAX) raises.
 """
 
 from __future__ import annotations
@@ -23,7 +33,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agnograd._backend import is_array
+from agnograd import _versions
+from agnograd._backend import is_array, label
 from agnograd._config import config, force_backprop_mode, get_auto_forward
 from agnograd._engine import grad
 from agnograd._function import FunctionNode
@@ -77,6 +88,13 @@ def checkpoint(f: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     *Double backprop.* With ``enable_double_backprop=True`` the backward of the
     node is a checkpoint of its vector-Jacobian product, recorded, so gradients of
     gradients are right.
+
+    *Nothing read may change before backward.* An array or Variable that ``f``
+    reads (an argument, a parameter, or a constant such as a mask reached through a
+    closure) and that is written in place (``c[...] = 0``, through any view of its
+    memory) or given a new array between the forward and the backward pass makes
+    backward raise ``RuntimeError`` naming ``f`` and what changed, as the version
+    check of a node that saved the array does without checkpoint.
 
     *Randomness* inside ``f`` is out of scope: the recomputation draws again.
     Under :func:`~agnograd.no_backprop_mode` ``f`` runs once, as is.
@@ -134,6 +152,10 @@ class Checkpoint(FunctionNode):
         self._op = op
         # (shape, dtype) of the outputs, to check that a recomputation matches.
         self._meta = tuple((tuple(y.shape), y.dtype) for y in outputs)
+        # What the first run read besides the node's inputs, set once it is linked:
+        # the memory of arrays with its version then, and Variables without a
+        # gradient with their array then (see _Reads).
+        self._reads: _Reads | None = None
 
     @property
     def label(self) -> str:
@@ -153,6 +175,8 @@ class Checkpoint(FunctionNode):
     ) -> tuple[Any, ...]:
         saved = self.get_retained_inputs()
         self._check_closures(saved)
+        if self._reads is not None:
+            self._reads.check(self)
         n = len(self._call.slots)
         if not config.enable_backprop:  # ordinary backprop: one recomputation
             args = [
@@ -319,14 +343,121 @@ class _Call:
 
 
 class _Recorder(FunctionHook):
-    """Collects the function nodes applied while it is entered."""
+    """Collects the function nodes applied while it is entered and, with ``reads``,
+    the memory of every array they read."""
 
-    def __init__(self) -> None:
+    def __init__(self, reads: bool = False) -> None:
         self.name = f"agnograd.checkpoint.{id(self):x}"  # nested checkpoints: one each
         self.functions: weakref.WeakSet[FunctionNode] = weakref.WeakSet()
+        # id(memory) -> (weak reference to it, shape and dtype of the array read, what
+        # read it first). Weak: the block's intermediate arrays must not outlive it.
+        self.reads: dict[int, _Read] | None = {} if reads else None
+
+    def forward_preprocess(self, function: Any, in_data: tuple[Any, ...]) -> None:
+        reads = self.reads
+        if reads is None:
+            return
+        for array in in_data:
+            memory = _versions.memory_of(array)
+            seen = reads.get(id(memory))
+            if seen is not None and seen[0]() is memory:
+                continue  # (an id of a freed intermediate array can come back)
+            try:
+                ref = weakref.ref(memory)
+            except TypeError:  # not weak-referenceable: cannot be tracked safely
+                continue
+            reads[id(memory)] = (ref, tuple(array.shape), array.dtype, function.label)
 
     def forward_postprocess(self, function: Any, in_data: tuple[Any, ...]) -> None:
         self.functions.add(function)
+
+
+_Read = tuple["weakref.ref[Any]", tuple[int, ...], Any, str]
+
+
+class _Reads:
+    """What the first run of a block read besides the checkpoint node's inputs, taken
+    once the block's intermediate arrays are freed: the memory still alive with its
+    version then, and the Variables without a gradient with their array then.
+
+    Backward checks them before recomputing, as a node that saved an array checks its
+    version (:func:`agnograd._versions.check`): the block's nodes, which would have,
+    are gone.
+    """
+
+    __slots__ = ("constants", "memory")
+
+    def __init__(
+        self,
+        memory: list[tuple[_Read, int, weakref.ref[Variable] | None]],
+        constants: list[tuple[weakref.ref[Variable], weakref.ref[Any]]],
+    ) -> None:
+        self.memory = memory
+        self.constants = constants
+
+    @classmethod
+    def after(
+        cls,
+        reads: dict[int, _Read],
+        watched: list[weakref.ref[Variable]],
+        skip: set[int],
+    ) -> _Reads | None:
+        """The reads to check from those the first run recorded; ``skip`` holds the
+        memory that the node's own checks cover (its inputs) or that the
+        recomputation makes anew (its outputs)."""
+        names: dict[int, weakref.ref[Variable]] = {}
+        constants = []
+        for ref in watched:
+            var = ref()
+            if var is None or var._data is None:
+                continue  # made inside the block, and gone with it
+            try:
+                constants.append((ref, weakref.ref(var._data)))
+            except TypeError:
+                continue
+            names.setdefault(id(_versions.memory_of(var._data)), ref)
+        memory = []
+        for key, read in reads.items():
+            owner = read[0]()
+            if owner is None or key in skip:
+                continue  # freed (an intermediate array), or checked elsewhere
+            memory.append((read, _versions.of((owner,))[0], names.get(key)))
+        return cls(memory, constants) if memory or constants else None
+
+    def check(self, node: Checkpoint) -> None:
+        """Raise if something the block read changed since its first run."""
+        name = node._call.name
+        for ref, kept in self.constants:
+            var = ref()
+            if var is not None and var._data is not kept():
+                raise RuntimeError(
+                    f"{node.label}: the {var._describe()} that {name} reads was given a new "
+                    "array between forward and backward (an assignment to .array, an "
+                    "in-place operator such as +=, or a write into an immutable array such "
+                    f"as JAX's), so recomputing {name} in backward would read other values "
+                    "than the forward pass and its gradient would be wrong; change it after "
+                    f"backward, or pass it to {node._op}() as an argument"
+                )
+        for (ref, shape, dtype, reader), version, var_ref in self.memory:
+            memory = ref()
+            if memory is None:
+                continue  # freed: nothing can have written into it
+            now = _versions.of((memory,))[0]
+            if now != version:
+                var = None if var_ref is None else var_ref()
+                what = (
+                    f"array ({label(shape, dtype)}, first read by {reader})"
+                    if var is None
+                    else var._describe()
+                )
+                raise RuntimeError(
+                    f"{node.label}: the {what} that {name} reads was written in place "
+                    f"between forward and backward (version {version} then, {now} now; a "
+                    "write into any view of the same memory counts), so recomputing "
+                    f"{name} in backward would read other values than the forward pass and "
+                    "its gradient would be wrong; make the write after backward, or into "
+                    "another array"
+                )
 
 
 def _checkpoint(
@@ -347,13 +478,16 @@ def _checkpoint(
     call = _Call(f, args, kwargs)
     given = call.inputs
     fresh = [_fresh(x) for x in given]
-    recorder = _Recorder()
+    recorder = _Recorder(reads=True)
     with recorder:
         result = call.run(fresh)
     outputs = _outputs_of(result, op, call.name)
+    constants: list[VariableNode] = []
     found = _closed_over(
-        outputs, {x.node for x in fresh if isinstance(x, Variable)}, recorder.functions
+        outputs, {x.node for x in fresh if isinstance(x, Variable)}, recorder.functions, constants
     )
+    reads = recorder.reads
+    assert reads is not None
     del recorder
     _refuse_related(found, op, call.name)
     closures = [node.get_variable() for node in found]
@@ -365,12 +499,16 @@ def _checkpoint(
     node = Checkpoint(call, linked, tuple(y.array for y in differentiable), op)
     call.inputs = []
     made = iter(node.apply((*given, *closures)))
-    del given, fresh, closures, differentiable
+    kept = (*(node._saved_inputs or ()), *(y.array for y in differentiable))
+    skip = {id(_versions.memory_of(a)) for a in kept}
+    watched = [weakref.ref(v) for c in constants if (v := c.get_variable_or_none()) is not None]
+    del given, fresh, closures, differentiable, kept, constants
     results = [
         next(made) if y.requires_grad else Variable(y.array, requires_grad=False) for y in outputs
     ]
     single, as_list = isinstance(result, Variable), isinstance(result, list)
     del outputs, result  # drops the block's graph
+    node._reads = _Reads.after(reads, watched, skip)
     if single:
         return results[0]
     return results if as_list else tuple(results)
@@ -409,10 +547,12 @@ def _closed_over(
     outputs: Sequence[Variable],
     fresh: set[VariableNode],
     inside: weakref.WeakSet[FunctionNode],
+    constants: list[VariableNode] | None = None,
 ) -> list[VariableNode]:
     """The nodes requiring a gradient that the outputs reach through functions applied
     ``inside`` the block, other than the block's own inputs (``fresh``): Variables the
-    block read without receiving them, in the order first met."""
+    block read without receiving them, in the order first met. The nodes reached that
+    require no gradient are added to ``constants``, if given."""
     found: list[VariableNode] = []
     seen: set[VariableNode] = set()
     visited: set[FunctionNode] = set()
@@ -422,7 +562,11 @@ def _closed_over(
         if node in seen:
             continue
         seen.add(node)
-        if node in fresh or not node.requires_grad:
+        if node in fresh:
+            continue
+        if not node.requires_grad:
+            if constants is not None:
+                constants.append(node)
             continue
         creator = node.creator_node
         if creator is not None and creator in inside:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 import weakref
@@ -839,12 +840,41 @@ class Variable(Operators, Printing, NnablaInterface):
             )
         return numpy.asarray(to_numpy(self._data), dtype=dtype)
 
-    # -- pickling ---------------------------------------------------------------
+    # -- pickling and copying ---------------------------------------------------
+    # A copy is a leaf: its data, gradient, name and requires_grad, never the graph
+    # (Chainer pickles a non-leaf as a leaf; PyTorch refuses to deepcopy one). A copy
+    # of a Variable that has a creator is refused, since its backward() would do
+    # nothing.
 
     def __reduce__(self) -> tuple[Any, ...]:
+        self._refuse_copy_of_non_leaf("pickling")
         return (
             _rebuild,
             (self._data, self.grad, self.name, self.requires_grad),
+        )
+
+    def __copy__(self) -> Variable:
+        self._refuse_copy_of_non_leaf("copy.copy() of")
+        return _rebuild(self._data, self.grad, self.name, self.requires_grad)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Variable:
+        self._refuse_copy_of_non_leaf("copy.deepcopy() of")
+        data, grad = copy.deepcopy((self._data, self.grad), memo)
+        var = memo[id(self)] = _rebuild(data, grad, self.name, self.requires_grad)
+        return var
+
+    def _refuse_copy_of_non_leaf(self, op: str) -> None:
+        node = self._node
+        creator = node.creator_node
+        if creator is None or not node.requires_grad:
+            return
+        raise TypeError(
+            f"{op} {self._describe()}, the output of {creator.label}: only a leaf "
+            "(a Variable without a creator) can be copied or pickled, since the graph "
+            "that made it is not copied and the copy's backward() would do nothing. Copy "
+            "its values in a leaf instead (Variable(y.array, requires_grad=False), or "
+            "y.array itself), or cut the graph first if it is no longer needed "
+            "(y.unchain())"
         )
 
 

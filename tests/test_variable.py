@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import gc
 import pickle
 
@@ -631,6 +632,71 @@ def test_pickle_round_trip(backend):
     backend.assert_close(w, [1.0, 2.0])
     backend.assert_close(w.grad, [3.0, 4.0])
     assert pickle.loads(pickle.dumps(Variable(requires_grad=False))).requires_grad is False
+
+
+def test_deepcopy_of_a_leaf(backend):
+    v = Variable(backend.asarray([1.0, 2.0]), name="x", grad=backend.asarray([3.0, 4.0]))
+    w = copy.deepcopy(v)
+    assert w.name == "x"
+    assert w.requires_grad is True
+    assert w.array is not v.array
+    assert w.grad is not v.grad
+    backend.assert_close(w, [1.0, 2.0])
+    backend.assert_close(w.grad, [3.0, 4.0])
+    pair = copy.deepcopy([v, v])  # the memo: one copy
+    assert pair[0] is pair[1]
+    constant = Variable(backend.asarray([5.0]), requires_grad=False)
+    assert copy.deepcopy(constant).requires_grad is False
+
+
+def test_a_constant_made_by_an_operation_pickles_and_deepcopies(backend):
+    # Results of operations that need no gradient have no creator: they are leaves.
+    c = Variable(backend.asarray([1.0, 2.0]), requires_grad=False) * 2.0
+    for clone in (pickle.loads(pickle.dumps(c)), copy.deepcopy(c)):
+        assert clone.requires_grad is False
+        backend.assert_close(clone, [2.0, 4.0])
+
+
+@pytest.mark.parametrize("how", ["pickle", "copy.deepcopy", "copy.copy"])
+def test_copying_a_non_leaf_is_refused(backend, how):
+    # The copy would be a leaf whose backward() does nothing: the graph is not copied.
+    x = Variable(backend.asarray([1.0, 2.0]))
+    y = x * 3.0
+    y.name = "y"
+    copier = {"pickle": lambda v: pickle.loads(pickle.dumps(v)), "copy.deepcopy": copy.deepcopy,
+              "copy.copy": copy.copy}[how]  # fmt: skip
+    op = "pickling" if how == "pickle" else rf"{how}\(\) of"
+    with pytest.raises(TypeError, match=rf"^{op} Variable 'y' .* output of MulConstant.*unchain"):
+        copier(y)
+    if how != "copy.copy":  # a shallow copy of a list does not copy its items
+        with pytest.raises(TypeError, match=rf"^{op} Variable 'y'"):
+            copier([x, y])  # inside a container too
+    # the fixes the message names
+    z = copier(Variable(y.array, requires_grad=False))
+    backend.assert_close(z, [3.0, 6.0])
+    y.unchain()
+    backend.assert_close(copier(y), [3.0, 6.0])
+
+
+def test_copying_a_non_leaf_that_requires_no_gradient(backend):
+    x = Variable(backend.asarray([1.0, 2.0]))
+    y = x * 3.0
+    y.requires_grad = False
+    for clone in (pickle.loads(pickle.dumps(y)), copy.deepcopy(y), copy.copy(y)):
+        assert clone.creator is None
+        assert clone.requires_grad is False
+        backend.assert_close(clone, [3.0, 6.0])
+
+
+def test_shallow_copy_of_a_leaf_shares_its_arrays(backend):
+    v = Variable(backend.asarray([1.0, 2.0]), name="x", grad=backend.asarray([3.0, 4.0]))
+    w = copy.copy(v)
+    assert w is not v
+    assert w.node is not v.node
+    assert w.array is v.array
+    assert w.grad is v.grad
+    assert w.name == "x"
+    assert w.requires_grad is True
 
 
 # -- VariableNode -----------------------------------------------------------------------
