@@ -10,6 +10,17 @@ Everything runs on agnograd's reverse mode. Forward-mode products (:func:`jvp`,
 :func:`hvp`, ``strategy="forward-mode"``) use the double-backward trick: the
 backward pass is linear in its seed ``u``, so differentiating ``J^T u`` with respect
 to ``u`` gives ``J v``. Each function's docstring states its cost in backward passes.
+
+Complex numbers follow one convention (docs/functional.md, "Complex numbers"). The
+Jacobian of a complex output with respect to a complex input is its complex
+derivative ``df/dz``, the function being taken to be holomorphic (as JAX's
+``holomorphic=True``), by either strategy; that of a complex output with respect to
+a real input is ``df/dx``; that of a real output with respect to a complex input is
+the gradient ``backward()`` gives, ``df/dRe z + i df/dIm z`` (PyTorch's convention,
+the conjugate of JAX's). :func:`jvp` gives the derivative along ``v`` (``J v`` for a
+holomorphic function), :func:`vjp` what ``backward()`` gives when seeded with ``v``
+(``conj(J)^T v`` for a holomorphic function), and :func:`hessian`, :func:`hvp` and
+:func:`vhp` are built on the Jacobian of that gradient.
 """
 
 from __future__ import annotations
@@ -18,27 +29,33 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import array_api_compat
+
 from agnograd._backend import raw_namespace
 from agnograd._config import eager_recording
 from agnograd._namespace import namespace_of
 from agnograd._transforms import (
     _STRATEGIES,
     Arrays,
+    _arange,
     _as_tuple,
+    _assemble,
     _check_value,
+    _checked,
     _default_v,
     _fill_in_zeros,
     _finish,
     _gradient,
     _grads,
     _hessian_v,
-    _jacobian_columns,
-    _jacobian_rows,
+    _independent,
     _leaf,
+    _one_hot,
     _outputs,
     _prepare,
     _seed_variable,
     _single_output,
+    _size,
     _transpose,
     _tree_arrays,
     _tree_leaves,
@@ -88,6 +105,16 @@ def vjp(
     -----
     Cost: one forward and one backward pass.
 
+    The product is what ``backward()`` leaves in the inputs' ``.grad`` when seeded
+    with ``v``, as in torch: the gradient of the real number
+    ``L = Re(sum(conj(v) * func(inputs)))``, ``dL/dRe z + i dL/dIm z`` for a complex
+    input ``z``. For real arrays that is ``v^T J``; for a holomorphic ``func``, with
+    ``J = df/dz`` as :func:`jacobian` gives it, ``conj(J)^T v`` (so the rows of the
+    Jacobian are ``conj(vjp(func, z, e_k))``); for any ``func`` of complex ``z``,
+    ``conj(df/dz)^T v + (df/dconj(z))^T conj(v)``; for a real input, the real part
+    of what a complex one would get. A real output ignores the imaginary part of
+    ``v``.
+
     Examples
     --------
     >>> import numpy as np
@@ -98,6 +125,11 @@ def vjp(
     >>> vjp(f, np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([1.0, 10.0]))
     (array([ 5., 25.]), array([[ 2.,  4.],
            [60., 80.]]))
+
+    For the holomorphic ``z ** 2``, ``conj(2 z) v``:
+
+    >>> vjp(lambda z: z**2, np.array([1j]), np.array([1.0 + 0j]))[1]
+    array([0.-2.j])
     """
     is_inputs_tuple, inputs = _as_tuple(inputs, "vjp", "inputs")
     with eager_recording():
@@ -146,10 +178,16 @@ def jvp(
     outputs : array or tuple of arrays
         ``func(*inputs)``.
     jvp : array or tuple of arrays
-        ``J v``, shaped like the outputs.
+        ``J v``, shaped like the outputs: the derivative of ``func`` along ``v``,
+        ``d/dt func(inputs + t v)`` at ``t = 0`` (``t`` real).
 
     Notes
     -----
+    For complex inputs the product is ``df/dz v + df/dconj(z) conj(v)``, exact for
+    any ``func``: ``J v`` for a holomorphic one (``J = df/dz``, as :func:`jacobian`
+    gives it), and ``Re(sum(conj(grad) * v))`` for a real output, ``grad`` being the
+    gradient that :func:`jacobian` and ``backward()`` give.
+
     Cost: one forward and two backward passes, as in torch. agnograd has no
     forward mode; the double-backward trick computes ``g(u) = J^T u`` with its graph
     recorded (the first pass, at the cost of double backprop), then differentiates
@@ -225,14 +263,33 @@ def jacobian(
 
     Notes
     -----
+    Entry ``(k, l)`` of a block is the derivative of element ``k`` of the output
+    with respect to element ``l`` of the input. With complex numbers, by either
+    strategy:
+
+    - a complex output of a complex input: ``df/dz``, the complex derivative, the
+      function being taken to be holomorphic, as JAX's ``jacrev`` and ``jacfwd``
+      with ``holomorphic=True`` (and unlike torch, which refuses complex outputs).
+      Of a function that is not holomorphic (``conj``, ``z * conj(z)``) the result
+      is no derivative: ``df/dz + df/dconj(z)`` in forward mode (the derivative
+      along the real axis) and ``df/dz + conj(df/dconj(z))`` in reverse mode,
+      exactly what JAX's give; use :func:`jvp` or :func:`vjp`, exact for any
+      function, or return ``xp.real(f)`` and ``xp.imag(f)`` as two real outputs;
+    - a complex output of a real input: ``df/dx``;
+    - a real output of a complex input: the gradient ``backward()`` gives,
+      ``df/dRe z + i df/dIm z`` (as torch's ``jacobian``; the conjugate of JAX's).
+
     Cost, with one forward pass of ``func`` in either strategy:
 
     - ``"reverse-mode"``: one backward pass per element of each output that
-      depends on the inputs (none for an output that does not);
+      depends on the inputs (none for an output that does not), two for a complex
+      output that reaches a real input;
     - ``"forward-mode"``: one pass recorded with double backprop, then one pass per
-      element of each input. It pays off when the inputs have fewer elements than
-      the outputs. Unlike torch, it needs no ``vectorize=True`` and works with
-      ``strict`` and ``create_graph``; its blocks have the outputs' dtype, as torch's.
+      element of each input, two for a complex input that reaches a real output.
+      It pays off when the inputs have fewer elements than the outputs. Unlike
+      torch, it needs no ``vectorize=True`` and works with ``strict`` and
+      ``create_graph``; its blocks have the outputs' dtype, as torch's (complex
+      where the input is).
 
     Examples
     --------
@@ -245,6 +302,12 @@ def jacobian(
            [0., 4.]])
     >>> jacobian(lambda x, y: (x * y, x + y), (np.array(2.0), np.array(3.0)))
     ((array(3.), array(2.)), (array(1.), array(1.)))
+
+    The complex derivative ``2 z`` of ``z ** 2``, by either strategy:
+
+    >>> z = np.array([1.0 + 2.0j])
+    >>> jacobian(f, z), jacobian(f, z, strategy="forward-mode")
+    (array([[2.+4.j]]), array([[2.+4.j]]))
     """
     if strategy not in _STRATEGIES:
         raise ValueError(
@@ -256,9 +319,9 @@ def jacobian(
         xs = _prepare(inputs, is_inputs_tuple, "jacobian", create_graph)
         is_outputs_tuple, outputs = _outputs(func(*xs), "jacobian", strict)
         if strategy == "reverse-mode":
-            blocks = _jacobian_rows(outputs, xs, create_graph, strict)
+            blocks = _jacobian_by_rows(outputs, xs, create_graph, strict)
         else:
-            blocks = _jacobian_columns(outputs, xs, create_graph, strict)
+            blocks = _jacobian_by_columns(outputs, xs, create_graph, strict)
     return _unpack(blocks, (is_outputs_tuple, is_inputs_tuple))
 
 
@@ -294,12 +357,24 @@ def hessian(
         For one input, an array of shape ``input.shape + input.shape``; for a
         tuple, ``result[i][j]`` is the block of inputs ``i`` and ``j``.
 
+    Raises
+    ------
+    TypeError
+        If the output is real and an input complex: the second derivatives of a
+        real function of complex ``z`` form the real Hessian in ``Re z`` and
+        ``Im z``, no complex matrix. :func:`hvp` and :func:`vhp` apply it to a
+        vector.
+
     Notes
     -----
-    The Jacobian of the gradient, as in torch. Cost: one forward pass, one backward
-    pass recorded with double backprop (the gradient), then one backward pass per
-    input element; ``"forward-mode"`` adds a second recorded pass and gains nothing,
-    since the Hessian is square.
+    The Jacobian of the gradient, as in torch, both in :func:`jacobian`'s
+    convention: for a complex output, holomorphic in its complex inputs, the
+    matrix of second complex derivatives ``d2f/dz_i dz_j`` (as JAX's ``hessian``
+    with ``holomorphic=True``). Cost: one forward pass, one backward pass recorded
+    with double backprop (the gradient), then one backward pass per input element,
+    each doubled for a complex output of real inputs (see :func:`jacobian`);
+    ``"forward-mode"`` adds a second recorded pass and gains nothing, since the
+    Hessian is square.
 
     Examples
     --------
@@ -321,6 +396,17 @@ def hessian(
 
     def scalar(*xs: Variable) -> Variable:
         out = _single_output(func(*xs), "hessian", strict)
+        if not _is_complex(out):
+            for i, x in enumerate(xs):
+                if _is_complex(x):
+                    where = f"inputs[{i}]" if is_inputs_tuple else "inputs"
+                    raise TypeError(
+                        f"hessian: func's output is real but {where} is complex; the second "
+                        "derivatives of a real function of complex inputs are no complex "
+                        "matrix (they form the real Hessian in Re z and Im z): use hvp or "
+                        "vhp, which apply that Hessian to v, or pass the real and imaginary "
+                        "parts as real inputs"
+                    )
         reshaped: Variable = namespace_of(out).reshape(out, ())
         return reshaped
 
@@ -378,8 +464,15 @@ def vhp(
     Notes
     -----
     Cost: one forward pass and two backward passes, the first recorded with
-    double backprop. For a twice continuously differentiable ``func`` the Hessian is
-    symmetric and this equals :func:`hvp`, which costs one pass more.
+    double backprop (each doubled for a complex output of real inputs). For a twice
+    continuously differentiable ``func`` the Hessian is symmetric and this equals
+    :func:`hvp`, which costs one pass more.
+
+    ``H`` is :func:`hessian`'s. For a real output of complex inputs, which
+    :func:`hessian` refuses, the product is the transposed Jacobian of the gradient
+    ``backward()`` gives, applied to ``v`` as :func:`vjp` applies ``J``: the real
+    Hessian in ``Re z`` and ``Im z`` applied to ``(Re v, Im v)``, given back as
+    ``Re + i Im``, which equals :func:`hvp`.
 
     Examples
     --------
@@ -396,10 +489,14 @@ def vhp(
         xs = _prepare(inputs, is_inputs_tuple, "vhp", create_graph)
         vs = _hessian_v(v, xs, is_inputs_tuple, "vhp", create_graph)
         out = _single_output(func(*xs), "vhp", strict)
-        jac = _gradient(out, xs, strict, "vhp")
-    gxs = _grads(jac, xs, vs, create_graph)
+        jac = _derivative(out, xs, strict, "vhp")
+    if _is_complex(out):
+        gxs = _transposed_product(jac, xs, vs, create_graph)
+    else:
+        gxs = _grads(jac, xs, vs, create_graph)
+    like = [x if g is None else g for g, x in zip(jac, xs, strict=True)]
     result = _fill_in_zeros(
-        gxs, xs, strict, create_graph, "vhp", "the gradient does not depend on input {i}"
+        gxs, like, strict, create_graph, "vhp", "the gradient does not depend on input {i}"
     )
     return _finish((out,), create_graph)[0], _unpack(result, is_inputs_tuple)
 
@@ -431,14 +528,21 @@ def hvp(
     output : array
         ``func(*inputs)``.
     hvp : array or tuple of arrays
-        ``H v``, shaped like ``inputs``.
+        ``H v``, shaped like ``inputs``: the derivative of the gradient along ``v``.
 
     Notes
     -----
     Cost: one forward pass and three backward passes, the first two recorded with
     double backprop: the gradient ``g``, then the double-backward trick on ``g``
-    (as torch). Prefer :func:`vhp` (two passes) when ``func`` is twice continuously
-    differentiable: the Hessian is then symmetric and both give the same result.
+    (as torch); one more for a complex output of real inputs. Prefer :func:`vhp`
+    (two passes) when ``func`` is twice continuously differentiable: the Hessian is
+    then symmetric and both give the same result.
+
+    ``H`` is :func:`hessian`'s (:func:`jvp` of the gradient in :func:`jacobian`'s
+    convention). For a real output of complex inputs, which :func:`hessian`
+    refuses, the product is the derivative along ``v`` of the gradient
+    ``backward()`` gives: the real Hessian in ``Re z`` and ``Im z`` applied to
+    ``(Re v, Im v)``, given back as ``Re + i Im``.
 
     Examples
     --------
@@ -454,8 +558,9 @@ def hvp(
         xs = _prepare(inputs, is_inputs_tuple, "hvp", create_graph)
         vs = _hessian_v(v, xs, is_inputs_tuple, "hvp", create_graph)
         out = _single_output(func(*xs), "hvp", strict)
-        jac = _gradient(out, xs, strict, "hvp")
-        us = tuple(_seed_variable(x) for x in xs)
+        jac = _derivative(out, xs, strict, "hvp")
+        # seeds of the gradient's dtype: complex for a complex output of real inputs
+        us = tuple(_seed_variable(x if g is None else g) for g, x in zip(jac, xs, strict=True))
         double_back = _grads(jac, xs, us, True)
         if strict:
             for i, d in enumerate(double_back):
@@ -466,9 +571,166 @@ def hvp(
                     )
     gus = _grads(double_back, us, vs, create_graph)
     result = _fill_in_zeros(
-        gus, xs, strict, create_graph, "hvp", "the gradient with respect to input {i} is constant"
+        gus, us, strict, create_graph, "hvp", "the gradient with respect to input {i} is constant"
     )
     return _finish((out,), create_graph)[0], _unpack(result, is_inputs_tuple)
+
+
+# --- complex numbers ----------------------------------------------------------------
+# The engine's backward is PyTorch's: seeded with u, it gives the gradient of the real
+# number Re(sum(conj(u) * f)) as d/dRe z + i d/dIm z, which is conj(J)^T u for a
+# holomorphic f, and keeps only the real part for a real input. The Jacobian holds J
+# itself (JAX's holomorphic=True), so the rows of complex outputs are converted here;
+# the double-backward trick gives the derivative along v, J v, as it is.
+
+
+def _is_complex(x: Any) -> bool:
+    data = x.array if isinstance(x, Variable) else x
+    return bool(raw_namespace(data).isdtype(data.dtype, "complex floating"))
+
+
+def _complex_dtype(x: Variable) -> Any:
+    """The complex dtype of ``x``'s precision (its own dtype if complex)."""
+    xp = raw_namespace(x.array)
+    return xp.result_type(x.dtype, xp.complex64)
+
+
+def _conj(a: Any) -> Any:
+    return namespace_of(a).conj(a)
+
+
+def _times_i(a: Any, dtype: Any) -> Any:
+    return namespace_of(a).astype(a, dtype) * 1j
+
+
+def _from_parts(re: Any, im: Any, dtype: Any) -> Any:
+    """``re + i im`` in ``dtype``: two passes into a real input, seeded with ``u`` and
+    ``i u``, give the real and imaginary parts of ``J^T u``."""
+    xp = namespace_of(re)
+    return xp.astype(re, dtype) + xp.astype(im, dtype) * 1j
+
+
+def _to_jacobian_convention(
+    gxs: Sequence[Variable | None], gis: Sequence[Variable | None], xs: Sequence[Variable]
+) -> list[Variable | None]:
+    """``J^T u`` from the backward passes of a complex output seeded with ``conj(u)``
+    (``gxs``) and ``i conj(u)`` (``gis``, read only for real inputs, ``None`` if no
+    real input was reached): the conjugate for a complex input, ``re + i im`` for a
+    real one."""
+    return [
+        None if g is None else _conj(g) if _is_complex(x) else _from_parts(g, gi, _complex_dtype(x))
+        for g, gi, x in zip(gxs, gis, xs, strict=True)
+    ]
+
+
+def _needs_imaginary_pass(grads: Sequence[Any], refs: Sequence[Variable]) -> bool:
+    """Whether a pass reached a real ``ref``, whose imaginary part then takes a second."""
+    return any(g is not None and not _is_complex(r) for g, r in zip(grads, refs, strict=True))
+
+
+def _jacobian_by_rows(
+    outputs: tuple[Variable, ...], xs: tuple[Variable, ...], create_graph: bool, strict: bool
+) -> tuple[tuple[Any, ...], ...]:
+    """Row ``k`` of block ``(i, j)`` from a backward pass seeded with the ``k``-th basis
+    vector ``e`` of output ``i``, converted for a complex output (and a second pass
+    seeded with ``i e`` for its real inputs)."""
+    blocks = []
+    for i, out in enumerate(outputs):
+        rows: list[list[Any]] = [[] for _ in xs]
+        if out.requires_grad and _size(out):
+            idx = _arange(out)
+            for k in range(_size(out)):
+                e = _one_hot(out, k, idx)
+                gxs = _grads([out], xs, [e], create_graph)
+                if _is_complex(out):
+                    gis: list[Variable | None] = [None] * len(xs)
+                    if _needs_imaginary_pass(gxs, xs):
+                        gis = _grads([out], xs, [e * 1j], create_graph)
+                    gxs = _to_jacobian_convention(gxs, gis, xs)
+                for j, g in enumerate(gxs):
+                    rows[j].append(_checked(g, i, j, strict, create_graph))
+        blocks.append(
+            tuple(
+                _block(rows_j, out, x, 0, create_graph) for rows_j, x in zip(rows, xs, strict=True)
+            )
+        )
+    return tuple(blocks)
+
+
+def _jacobian_by_columns(
+    outputs: tuple[Variable, ...], xs: tuple[Variable, ...], create_graph: bool, strict: bool
+) -> tuple[tuple[Any, ...], ...]:
+    """Column ``k`` of block ``(i, j)`` by the double-backward trick along the ``k``-th
+    basis vector ``e`` of input ``j``: the derivative along ``e``. A real output of a
+    complex input takes a second pass along ``i e``, for backward's gradient
+    ``d/dRe z + i d/dIm z``."""
+    us, gxs = _transpose(outputs, xs, False, "jacobian")
+    columns: list[list[list[Any]]] = [[[] for _ in xs] for _ in outputs]  # [i][j][k]
+    for j, (x, g) in enumerate(zip(xs, gxs, strict=True)):
+        if g is None and strict and _size(x):
+            raise _independent(None, j)
+        if g is None or not _size(x):
+            continue
+        idx = _arange(x)
+        for k in range(_size(x)):
+            e = _one_hot(x, k, idx)
+            gus = _grads([g], us, [e], create_graph)
+            if _is_complex(x) and _needs_imaginary_pass(gus, outputs):
+                gis = _grads([g], us, [e * 1j], create_graph)
+                gus = [
+                    gu if gu is None or _is_complex(y) else _from_parts(gu, gi, _complex_dtype(y))
+                    for gu, gi, y in zip(gus, gis, outputs, strict=True)
+                ]
+            for i, gu in enumerate(gus):
+                columns[i][j].append(_checked(gu, i, j, strict, create_graph))
+    return tuple(
+        tuple(_block(columns[i][j], out, x, -1, create_graph) for j, x in enumerate(xs))
+        for i, out in enumerate(outputs)
+    )
+
+
+def _block(parts: list[Any], out: Variable, x: Variable, axis: int, create_graph: bool) -> Any:
+    """The block of ``out`` and ``x`` from its rows (``axis=0``) or columns
+    (``axis=-1``); zeros where no pass reached it, of the dtype the rows (the
+    input's) or columns (the output's) have, complex where the other one is."""
+    if any(p is not None for p in parts):
+        return _assemble(parts, out, x, axis, create_graph)
+    ref, other = (x, out) if axis == 0 else (out, x)
+    dtype = _complex_dtype(ref) if _is_complex(other) else ref.dtype
+    shape = tuple(out.shape or ()) + tuple(x.shape or ())
+    data = ref.array
+    zeros = raw_namespace(data).zeros(shape, dtype=dtype, device=array_api_compat.device(data))
+    return Variable(zeros, requires_grad=False) if create_graph else zeros
+
+
+def _derivative(
+    out: Variable, xs: tuple[Variable, ...], strict: bool, op: str
+) -> list[Variable | None]:
+    """The row of jacobian for the one-element ``out`` (its gradient), recorded for a
+    second pass: backward's for a real ``out``, converted for a complex one."""
+    grads = _gradient(out, xs, strict, op)
+    if not _is_complex(out):
+        return grads
+    gis: list[Variable | None] = [None] * len(xs)
+    if _needs_imaginary_pass(grads, xs):
+        one = raw_namespace(out.array).ones_like(out.array)
+        gis = _grads([out], xs, [one * 1j], True)
+    return _to_jacobian_convention(grads, gis, xs)
+
+
+def _transposed_product(
+    grads: list[Variable | None], xs: tuple[Variable, ...], vs: tuple[Any, ...], create_graph: bool
+) -> list[Any]:
+    """``H^T v`` for the Jacobian ``H`` of the complex ``grads`` of :func:`_derivative`,
+    from backward passes seeded with ``conj(v)`` (and ``i conj(v)`` for real inputs)."""
+    with eager_recording():
+        cvs = [_conj(v) if _is_complex(v) else v for v in vs]
+        gxs = _grads(grads, xs, cvs, create_graph)
+        gis: list[Variable | None] = [None] * len(xs)
+        if _needs_imaginary_pass(gxs, xs):
+            seeds = [_times_i(c, _complex_dtype(x)) for c, x in zip(cvs, xs, strict=True)]
+            gis = _grads(grads, xs, seeds, create_graph)
+        return _to_jacobian_convention(gxs, gis, xs)
 
 
 # --- JAX ----------------------------------------------------------------------------
@@ -507,6 +769,9 @@ def value_and_grad(
     -----
     Cost: one forward and one backward pass per call (recorded with double backprop
     when nested).
+
+    The gradient of a complex argument ``z`` is the one ``backward()`` gives,
+    ``df/dRe z + i df/dIm z`` (PyTorch's convention): the conjugate of JAX's.
 
     Examples
     --------

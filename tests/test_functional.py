@@ -490,6 +490,202 @@ def test_backward_passes_are_those_the_docstrings_state(monkeypatch: pytest.Monk
     assert count(lambda: hvp(g, (x, y), (x, y))) == 3
     assert count(lambda: value_and_grad(g, argnums=(0, 1))(x, y)) == 1
 
+    # complex numbers: a holomorphic function costs what a real one does; a second pass
+    # where a complex output meets a real input (rows), or a complex input a real
+    # output (columns)
+    r, z = np.ones(2), np.ones(3, dtype=np.complex128)
+    assert count(lambda: jacobian(lambda b: b * b, z)) == 3
+    assert count(lambda: jacobian(lambda b: b * b, z, strategy="forward-mode")) == 1 + 3
+    assert count(lambda: hessian(lambda b: F.sum(b**3), z)) == 1 + 3
+    h = lambda a, b: (F.sum(a) * b, F.real(b))  # noqa: E731 - complex and real outputs
+    assert count(lambda: jacobian(h, (r, z))) == 2 * 3 + 3
+    assert count(lambda: jacobian(h, (r, z), strategy="forward-mode")) == 1 + 2 + 2 * 3
+    e = lambda a: F.sum(F.exp(F.astype(a, np.complex128) * 1j))  # noqa: E731
+    assert count(lambda: hessian(e, r)) == 2 + 2 * 2
+    assert count(lambda: hvp(e, r, r)) == 4
+    assert count(lambda: vhp(e, r, r)) == 4
+
+
+# -- complex numbers: one convention for every transform ---------------------------
+# A holomorphic f has the Jacobian J = df/dz (JAX's holomorphic=True) by every strategy;
+# jvp gives J v, vjp the engine's backward J^H u; a real output of complex inputs has
+# backward's gradient dL/dRe z + i dL/dIm z (PyTorch's) as its row.
+
+
+def to_lib_c(name: str, a: Any) -> Any:
+    a = np.asarray(a, dtype=np.complex128)
+    if name == "numpy":
+        return a
+    if name == "array_api_strict":
+        return pytest.importorskip("array_api_strict").asarray(a)
+    return torch.asarray(a)
+
+
+def _c(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return rng.normal(size=shape) + 1j * rng.normal(size=shape)
+
+
+def _close(ours: Any, ref: Any, lib: str) -> None:
+    assert_tree_close(ours, ref, lib, rtol=1e-10, atol=1e-12)
+
+
+def _matmul(z: Any, m: Any) -> Any:
+    xp, m, z = namespace(m, z)
+    return xp.matmul(m, z)
+
+
+# (name, f(z, m), the Jacobian of f at z (numpy arrays); m is a constant matrix)
+HOLOMORPHIC: list[tuple[str, Any, Any]] = [
+    ("square", lambda z, m: z**2, lambda z, m: np.diag(2 * z)),
+    ("exp", lambda z, m: F.exp(z), lambda z, m: np.diag(np.exp(z))),
+    ("sin", lambda z, m: F.sin(z), lambda z, m: np.diag(np.cos(z))),
+    ("matmul", _matmul, lambda z, m: m),
+]
+
+
+@pytest.mark.parametrize("lib", LIBS)
+@pytest.mark.parametrize(("name", "f", "jac"), HOLOMORPHIC, ids=[n for n, _, _ in HOLOMORPHIC])
+@SMALL
+@given(n=st.integers(1, 3), seed=st.integers(0, 2**16))
+def test_a_holomorphic_function_has_its_complex_derivative_by_every_transform(
+    lib: str, name: str, f: Any, jac: Any, n: int, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    z, m, v, u = _c(rng, n), _c(rng, n, n), _c(rng, n), _c(rng, n)
+    J = jac(z, m)
+    fz = lambda x: f(x, to_lib_c(lib, m))  # noqa: E731
+    x = to_lib_c(lib, z)
+    for strategy in ("reverse-mode", "forward-mode"):
+        _close(jacobian(fz, x, strategy=strategy), J, lib)
+    _close(jvp(fz, x, to_lib_c(lib, v))[1], J @ v, lib)
+    _close(vjp(fz, x, to_lib_c(lib, u))[1], J.conj().T @ u, lib)  # the engine's backward
+    # a nested Jacobian (create_graph) keeps the convention: the Hessian of sum(f)
+    H = jacobian(lambda x: jacobian(lambda y: F.sum(fz(y)), x, create_graph=True), x)
+    _close(hessian(lambda y: F.sum(fz(y)), x), H, lib)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+@SMALL
+@given(n=st.integers(1, 3), seed=st.integers(0, 2**16))
+def test_two_holomorphic_inputs_and_the_hessian(lib: str, n: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    z1, z2, v1, v2, u = (_c(rng, n) for _ in range(5))
+    x = (to_lib_c(lib, z1), to_lib_c(lib, z2))
+    J = (np.diag(z2), np.diag(z1))
+    for strategy in ("reverse-mode", "forward-mode"):
+        _close(jacobian(lambda a, b: a * b, x, strategy=strategy), J, lib)
+    vs = (to_lib_c(lib, v1), to_lib_c(lib, v2))
+    _close(jvp(lambda a, b: a * b, x, vs)[1], z2 * v1 + z1 * v2, lib)
+    _close(vjp(lambda a, b: a * b, x, to_lib_c(lib, u))[1], (z2.conj() * u, z1.conj() * u), lib)
+
+    # f = sum(z1**3 * z2): H is its matrix of second complex derivatives, by every route
+    f = lambda a, b: F.sum(a**3 * b)  # noqa: E731
+    H = (
+        (np.diag(6 * z1 * z2), np.diag(3 * z1**2)),
+        (np.diag(3 * z1**2), np.zeros((n, n))),
+    )
+    for strategy in ("reverse-mode", "forward-mode"):
+        _close(hessian(f, x, outer_jacobian_strategy=strategy), H, lib)
+    Hv = (6 * z1 * z2 * v1 + 3 * z1**2 * v2, 3 * z1**2 * v1)
+    _close(hvp(f, x, vs), (np.sum(z1**3 * z2), Hv), lib)
+    _close(vhp(f, x, vs), (np.sum(z1**3 * z2), Hv), lib)  # H is symmetric
+
+
+@pytest.mark.parametrize("strategy", ["reverse-mode", "forward-mode"])
+@pytest.mark.parametrize("lib", LIBS)
+def test_a_real_output_of_complex_inputs_has_backwards_gradient(lib: str, strategy: str) -> None:
+    z = np.array([1.0 + 2.0j, 0.5 - 1.0j, -3.0 + 0.25j])
+    x = to_lib_c(lib, z)
+
+    def f(a):
+        xp = a.__array_namespace__()
+        return xp.abs(a), xp.real(a * a), xp.sum(xp.imag(a) * xp.abs(a))
+
+    # rows as backward() leaves them in .grad, as torch's jacobian
+    ref = TF.jacobian(lambda a: (a.abs(), (a * a).real, (a.imag * a.abs()).sum()), torch.asarray(z))
+    ours = jacobian(f, x, strategy=strategy)
+    _close(ours, ref, lib)
+    var = Variable(x)
+    F.sum(f(var)[0]).backward()
+    np.testing.assert_allclose(as_np(ours[0]).sum(axis=0), as_np(var.grad), rtol=1e-12)
+    _close(value_and_grad(lambda a: f(a)[2])(x)[1], ref[2], lib)
+    # jvp is the derivative along v: Re(sum(conj(gradient) * v))
+    v = np.array([0.5 - 1.0j, 2.0j, 1.0])
+    _close(jvp(lambda a: f(a)[2], x, to_lib_c(lib, v))[1], np.real(np.vdot(as_np(ref[2]), v)), lib)
+
+
+@pytest.mark.parametrize("strategy", ["reverse-mode", "forward-mode"])
+@pytest.mark.parametrize("lib", LIBS)
+def test_a_complex_output_of_real_inputs_has_its_derivative(lib: str, strategy: str) -> None:
+    t = np.array([0.5, -1.0, 2.0])
+    x = to_lib(lib, t)
+
+    def f(a):
+        xp = a.__array_namespace__()
+        return xp.exp(xp.astype(a, xp.complex128) * 1j)
+
+    J = np.diag(1j * np.exp(1j * t))
+    _close(jacobian(f, x, strategy=strategy), J, lib)
+    _close(jvp(f, x, x)[1], J @ t, lib)
+    # with a real and a complex input: each block by its own rule
+    z = to_lib_c(lib, t + 1j)
+    both = jacobian(lambda a, b: f(a) * b, (x, z), strategy=strategy)
+    _close(both, (J * (t + 1j), np.diag(np.exp(1j * t))), lib)
+    # the second derivative: sum(f) has H = diag(-exp(i t))
+    H = np.diag(-np.exp(1j * t))
+    g = lambda a: F.sum(f(a))  # noqa: E731
+    _close(hessian(g, x, outer_jacobian_strategy=strategy), H, lib)
+    _close(hvp(g, x, x)[1], H @ t, lib)
+    _close(vhp(g, x, x)[1], H @ t, lib)
+    # and with a complex input beside the real one
+    g2 = lambda a, b: F.sum(f(a) * b)  # noqa: E731
+    e = np.exp(1j * t)
+    H2 = ((np.diag(-e * (t + 1j)), np.diag(1j * e)), (np.diag(1j * e), np.zeros((3, 3))))
+    _close(hessian(g2, (x, z), outer_jacobian_strategy=strategy), H2, lib)
+    w = np.array([1.0, 2.0j, -1.0 + 0.5j])
+    H2v = (-e * (t + 1j) * t + 1j * e * w, 1j * e * t)
+    _close(hvp(g2, (x, z), (x, to_lib_c(lib, w)))[1], H2v, lib)
+    _close(vhp(g2, (x, z), (x, to_lib_c(lib, w)))[1], H2v, lib)
+
+
+def test_hvp_and_vhp_of_a_real_function_of_complex_inputs_are_the_real_hessians() -> None:
+    """hessian refuses (a real f of complex z has no complex Hessian matrix); hvp and
+    vhp give the real Hessian in (Re z, Im z) applied to (Re v, Im v), packed as
+    complex: the derivative of backward's gradient along v."""
+    z = np.array([1.0 + 2.0j, 0.5 - 1.0j])
+    v = np.array([0.25 + 1.0j, -2.0 + 0.5j])
+
+    def f(a):
+        xp = a.__array_namespace__()
+        return xp.sum(xp.real(a * a) * xp.abs(a) ** 2 + xp.imag(a) ** 3)
+
+    grad = value_and_grad(f)
+    h = 1e-5
+    numeric = (grad(z + h * v)[1] - grad(z - h * v)[1]) / (2 * h)
+    np.testing.assert_allclose(hvp(f, z, v)[1], numeric, rtol=1e-7)
+    np.testing.assert_allclose(vhp(f, z, v)[1], numeric, rtol=1e-7)
+    with pytest.raises(TypeError, match="hessian: func's output is real but inputs is complex"):
+        hessian(f, z)
+
+
+@pytest.mark.parametrize("strategy", ["reverse-mode", "forward-mode"])
+def test_as_jax_holomorphic_even_for_non_holomorphic_functions(strategy: str) -> None:
+    """A complex output of complex inputs is taken to be holomorphic, as JAX's
+    holomorphic=True: each strategy gives what JAX's jacrev or jacfwd does, also for
+    conj, where the two disagree."""
+    jax = pytest.importorskip("jax")
+    z = np.array([1.0 + 2.0j, 0.5 - 1.0j], dtype=np.complex64)
+    jax_jacobian = jax.jacrev if strategy == "reverse-mode" else jax.jacfwd
+
+    def fs(xp: Any) -> list[Any]:
+        return [lambda a: a**2, xp.sin, lambda a: 1j * xp.conj(a), lambda a: a * xp.conj(a)]
+
+    for ours, theirs in zip(fs(F), fs(jax.numpy), strict=True):
+        ref = jax_jacobian(theirs, holomorphic=True)(jax.numpy.asarray(z))
+        np.testing.assert_allclose(
+            jacobian(ours, z, strategy=strategy), np.asarray(ref), rtol=1e-6, atol=1e-6
+        )
+
 
 # -- strict mode, as torch -------------------------------------------------------
 
