@@ -71,6 +71,13 @@ def _parse_device(text: str) -> Any:
 
 
 def _device_of(array: Any) -> Any:
+    import jax
+
+    if isinstance(array, jax.core.Tracer):
+        # A tracer (under jax.jit, jax.grad, jax.vmap) has no device to ask for: its
+        # .devices() and .sharding raise. Arrays made for it go on the default device,
+        # where jax.jit puts them too unless the inputs were placed elsewhere.
+        return _default_device()
     devices = array.devices()
     if len(devices) != 1:
         raise ValueError(

@@ -6,6 +6,8 @@ reStructuredText. Importing this file has no side effects: pytest collects it
 under ``--doctest-modules``.
 """
 
+import importlib.util
+
 import agnograd
 
 project = "agnograd"
@@ -39,6 +41,11 @@ napoleon_use_rtype = False
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 autodoc_default_options = {"members": True}
+# The bridges (agnograd.interop.torch, agnograd.interop.jax) import their library at
+# the top. The docs extra installs neither (torch's CUDA build is gigabytes), so
+# autodoc reads their docstrings with the missing ones mocked; where one is installed
+# it is imported for real.
+autodoc_mock_imports = [name for name in ("torch", "jax") if importlib.util.find_spec(name) is None]
 
 html_theme = "alabaster"
 html_title = f"agnograd {release}"

@@ -539,3 +539,22 @@ def test_a_node_does_not_keep_its_function_alive_after_it_is_gone() -> None:
         del node, box, x
     gc.collect()
     assert all(r() is None for r in refs)
+
+
+@pytest.mark.parametrize("transform", ["jit", "grad", "vmap"])
+def test_a_traced_variable_has_a_device_to_create_arrays_on(transform: str) -> None:
+    # A tracer's .devices() raises ConcretizationTypeError: array API code that asks
+    # for x.device to make new arrays next to x must still run under a transform.
+    @bridge.function
+    def f(x: Any) -> Any:
+        xp = x.__array_namespace__()
+        eye = xp.eye(x.shape[-1], dtype=x.dtype, device=x.device)
+        return xp.sum(xp.matmul(eye * 2.0, x))
+
+    x = jnp.asarray([[1.0, 2.0], [3.0, 4.0]])
+    if transform == "jit":
+        np.testing.assert_allclose(np.asarray(jax.jit(f)(x)), 20.0)
+    elif transform == "grad":
+        np.testing.assert_allclose(np.asarray(jax.jit(jax.grad(f))(x)), np.full((2, 2), 2.0))
+    else:
+        np.testing.assert_allclose(np.asarray(jax.vmap(f)(x)), [6.0, 14.0])

@@ -143,3 +143,22 @@ def test_dask_arrays_have_no_views():
         x.view.numpy  # noqa: B018
     with pytest.warns(agnograd._device.CopyWarning):
         assert isinstance(x.view("numpy", allow_copy=True), np.ndarray)
+
+
+@pytest.mark.xfail(
+    raises=AssertionError,
+    reason="array-api-compat's dask linalg.cholesky returns the upper factor, and "
+    "agnograd takes a backend's raw namespace from array-api-compat, where the Dask "
+    "adapter cannot correct it yet",
+)
+def test_cholesky_gives_the_lower_factor_and_its_gradient():
+    a = np.array([[4.0, 2.0, 0.4], [2.0, 5.0, 1.0], [0.4, 1.0, 3.0]])
+    seed = np.arange(9.0).reshape(3, 3)
+    reference = Variable(a)
+    expected = agnograd.namespace(reference).linalg.cholesky(reference)
+    F.sum(expected * seed).backward()
+    x = Variable(da.from_array(a, chunks=3))
+    y = agnograd.namespace(x).linalg.cholesky(x)
+    F.sum(y * da.from_array(seed)).backward()
+    np.testing.assert_allclose(y.array.compute(), np.linalg.cholesky(a), atol=1e-12)
+    np.testing.assert_allclose(x.grad.compute(), reference.grad, rtol=1e-10)

@@ -10,8 +10,6 @@ the conversion raises ``BufferError`` naming the cause, or copies with a
 from __future__ import annotations
 
 import importlib.util
-import statistics
-import time
 import warnings
 
 import numpy as np
@@ -287,19 +285,6 @@ def test_empty_arrays_convert_without_complaint():
         warnings.simplefilter("error")
         out = view(np.zeros((0, 3), dtype=np.float32), "jax")
     assert out.shape == (0, 3)
-
-
-def test_views_take_constant_time():
-    torch = pytest.importorskip("torch")
-    big = torch.zeros(16 * 2**20)  # 64 MB: a copy takes milliseconds on any machine
-
-    def seconds() -> float:
-        start = time.perf_counter()
-        view(big, "numpy")
-        return time.perf_counter() - start
-
-    view(big, "numpy")  # warm up imports and caches
-    assert statistics.median(seconds() for _ in range(7)) < 2e-3
 
 
 @pytest.mark.skipif(not _installed("jax"), reason="jax is not installed")

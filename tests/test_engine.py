@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -16,20 +14,17 @@ from agnograd import FunctionNode, Variable
 
 def test_long_chain_backprops_iteratively(backend):
     # 100 000 nodes: a recursive engine would overflow the stack. Most links are
-    # identity (no backend work, so the test measures the engine), one in a thousand
-    # adds 1 so the values prove every link ran.
+    # identity (no backend work), one in a thousand adds 1 so the values prove every
+    # link ran. How long it takes is benchmarks/' business, not a test's.
     n = 100_000
     x = Variable(backend.asarray([0.0]))
-    start = time.perf_counter()
     y = x
     for i in range(n):
         y = y + 1.0 if i % 1000 == 0 else F.identity(y)
     assert y.rank == n
     y.backward()
-    elapsed = time.perf_counter() - start
     backend.assert_close(y, [n // 1000])
     backend.assert_close(x.grad, [1.0])
-    assert elapsed < 15.0, f"100 000-op chain took {elapsed:.1f} s"
 
 
 def test_fan_in_sums_gradients(backend):

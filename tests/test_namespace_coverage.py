@@ -66,6 +66,24 @@ def test_every_name_resolves_in_the_namespace(name: str) -> None:
     assert hasattr(obj, last)
 
 
+@pytest.mark.parametrize("backend", ["numpy", "array_api_strict", "torch"])
+def test_dir_lists_every_name_the_namespace_offers(backend: str) -> None:
+    # Names resolve on first use (__getattr__): without __dir__, dir() and tab
+    # completion showed none of the functions.
+    xp = agnograd.namespace(backend_namespace(backend))
+    for name in (*_table.DIFFERENTIABLE, *_table.NON_DIFFERENTIABLE):
+        *parents, last = name.split(".")
+        obj = xp
+        for part in parents:
+            assert part in dir(obj), name
+            obj = getattr(obj, part)
+        assert last in dir(obj), name
+    assert {"asarray", "float64", "pi", "finfo", "__array_namespace_info__"} <= set(dir(xp))
+    for ns in (xp, xp.linalg, xp.fft):
+        for name in dir(ns):
+            getattr(ns, name)  # everything listed resolves
+
+
 @pytest.mark.parametrize(
     "name", sorted(n for n in _table.DIFFERENTIABLE if n in set(_standard.ELEMENTWISE))
 )

@@ -544,6 +544,26 @@ def test_strategies_on_a_chosen_device():
     check()
 
 
+def test_strategies_round_bounds_inwards_to_the_dtype_drawn():
+    # JAX draws float32 by default, which cannot hold 0.2 or 1.1: hypothesis refuses
+    # such bounds unless they are rounded, and inwards, so values stay within them.
+    jnp = pytest.importorskip("jax.numpy")
+    elements = {"min_value": 0.2, "max_value": 1.1, "exclude_max": True}
+
+    @settings(max_examples=20, deadline=None, database=None)
+    @given(
+        x=ags.arrays(jnp, shape=(3,), elements=elements),
+        v=ags.variables(jnp, "float32", (2,), elements={"min_value": -0.1, "max_value": 0.1}),
+    )
+    def check(x: Any, v: Any) -> None:
+        assert x.dtype == jnp.float32
+        assert bool(jnp.all(x >= 0.2))
+        assert bool(jnp.all(x < 1.1))
+        assert bool(jnp.all(jnp.abs(v.array) <= 0.1))
+
+    check()
+
+
 @settings(max_examples=30, deadline=None)
 @given(
     shapes=ags.mutually_broadcastable_shapes(3),

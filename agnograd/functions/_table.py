@@ -163,6 +163,33 @@ class Namespace:
         setattr(self, name, value)  # cache: later lookups skip __getattr__
         return value
 
+    def __dir__(self) -> list[str]:
+        """Every name the namespace offers: its functions, its extensions (``linalg``,
+        ``fft``) where the backend has them, and the backend's dtypes, constants and
+        dtype queries (names resolve on first use, so ``object.__dir__`` alone would
+        list none of them).
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> xp = agnograd.namespace(np)
+        >>> {"exp", "argmax", "asarray", "linalg", "float32"} <= set(dir(xp))
+        True
+        >>> "solve" in dir(xp.linalg)
+        True
+        """
+        names = set(object.__dir__(self))  # methods, properties, names resolved already
+        start = len(self._prefix)
+        for key in (*DIFFERENTIABLE, *NON_DIFFERENTIABLE):
+            if key.startswith(self._prefix):
+                head, dot, _ = key[start:].partition(".")
+                if not dot or hasattr(self._raw, head):  # an extension the backend has
+                    names.add(head)
+        if not self._prefix:
+            names.add("asarray")
+            names.update(name for name in PASSTHROUGH if hasattr(self._raw, name))
+        return sorted(names)
+
     def __array_namespace_info__(self) -> Any:
         """The backend's inspection object, answering as the standard version of
         ``__array_api_version__`` says.

@@ -96,6 +96,18 @@ def _resolve_dtype(xp: Any, dtype: Any, device: Any) -> Any:
     return dtype
 
 
+def _inward(xp: Any, dtype: Any, elements: Mapping[str, Any]) -> dict[str, Any]:
+    """``elements`` with its bounds rounded inwards to values of ``dtype``: hypothesis
+    refuses a bound that ``dtype`` cannot hold exactly (0.2 in float32), and rounding
+    inwards keeps every drawn value within the bounds asked for."""
+    bits = int(xp.finfo(dtype).bits)
+    rounded = dict(elements)
+    for key, up in (("min_value", True), ("max_value", False)):
+        if rounded.get(key) is not None:
+            rounded[key] = _cases._representable(float(rounded[key]), bits, up=up)
+    return rounded
+
+
 def shapes(
     *, min_dims: int = 0, max_dims: int = 3, min_side: int = 1, max_side: int = 4
 ) -> st.SearchStrategy[tuple[int, ...]]:
@@ -207,7 +219,9 @@ def arrays(
     """Arrays of ``xp`` with ``dtype`` (default: float64 where ``device`` supports it,
     else float32), ``shape`` (a shape or a strategy; default :func:`shapes`) and
     ``elements`` (hypothesis ``from_dtype`` keywords or a strategy; default
-    :data:`DEFAULT_ELEMENTS` for floating dtypes), on ``device``.
+    :data:`DEFAULT_ELEMENTS` for floating dtypes), on ``device``. Bounds that the
+    dtype cannot hold exactly (``min_value=0.2`` in float32) are rounded inwards to
+    the nearest values it can.
 
     Examples
     --------
@@ -225,8 +239,11 @@ def arrays(
     dtype = _resolve_dtype(xp, dtype, device)
     if shape is None:
         shape = shapes()
-    if elements is None and xp.isdtype(dtype, "real floating"):
-        elements = DEFAULT_ELEMENTS
+    if xp.isdtype(dtype, "real floating"):
+        if elements is None:
+            elements = DEFAULT_ELEMENTS
+        elif isinstance(elements, Mapping):
+            elements = _inward(xp, dtype, elements)
     strategy = xps.arrays(dtype, shape, elements=elements)
     if device is None:
         return strategy
