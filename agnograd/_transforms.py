@@ -1,6 +1,7 @@
 """The parts of agnograd.functional's transforms: their inputs checked and made
-leaves, the functions' outputs checked, the backward passes run, and the results
-assembled as torch.autograd.functional nests them."""
+leaves, the functions' outputs checked, the backward passes run, Jacobians built by
+rows or columns in one complex convention, and the results assembled as
+torch.autograd.functional nests them."""
 
 from __future__ import annotations
 
@@ -250,34 +251,6 @@ def _unpack(res: Any, to_unpack: bool | tuple[bool, bool]) -> Any:
     return res
 
 
-def _one_hot(ref: Variable, k: int, idx: Any) -> Any:
-    """The ``k``-th standard basis vector in ``ref``'s shape, dtype and library."""
-    data = ref.array
-    xp = raw_namespace(data)
-    return xp.reshape(xp.astype(idx == k, data.dtype), tuple(data.shape))
-
-
-def _arange(ref: Variable) -> Any:
-    data = ref.array
-    return raw_namespace(data).arange(_size(ref), device=array_api_compat.device(data))
-
-
-def _assemble(parts: list[Any], out: Variable, inp: Variable, axis: int, create_graph: bool) -> Any:
-    """One Jacobian block of shape ``out.shape + inp.shape`` from its rows (``axis=0``,
-    each shaped like ``inp``) or columns (``axis=-1``, each shaped like ``out``); a
-    ``None`` part is zero."""
-    shape = tuple(out.shape or ()) + tuple(inp.shape or ())
-    if all(p is None for p in parts):  # no pass reached it: zeros, never stacked
-        ref = inp if axis == 0 else out
-        xp = raw_namespace(ref.array)
-        zeros = xp.zeros(shape, dtype=ref.dtype, device=array_api_compat.device(ref.array))
-        return Variable(zeros, requires_grad=False) if create_graph else zeros
-    like = inp if axis == 0 else out
-    parts = [_zeros_like(like, create_graph) if p is None else p for p in parts]
-    xp = namespace_of(parts[0])  # differentiable for Variables (create_graph)
-    return xp.reshape(xp.stack(parts, axis=axis), shape)
-
-
 def _transpose(
     outputs: tuple[Variable, ...], xs: tuple[Variable, ...], strict: bool, op: str
 ) -> tuple[tuple[Variable, ...], list[Variable | None]]:
@@ -298,75 +271,6 @@ def _transpose(
 def _seed_variable(y: Variable) -> Variable:
     data = y.array
     return Variable(raw_namespace(data).zeros_like(data), requires_grad=True)
-
-
-def _independent(i: int | None, j: int) -> RuntimeError:
-    """``strict``'s error: output ``i`` (None: no output) does not depend on input ``j``."""
-    what = f"no output of func depends on input {j}"
-    if i is not None:
-        what = f"output {i} of func does not depend on input {j}"
-    return RuntimeError(
-        f"jacobian: {what}; strict=True forbids this (pass strict=False to get zeros)"
-    )
-
-
-def _jacobian_rows(
-    outputs: tuple[Variable, ...], xs: tuple[Variable, ...], create_graph: bool, strict: bool
-) -> tuple[tuple[Any, ...], ...]:
-    blocks = []
-    for i, out in enumerate(outputs):
-        rows: list[list[Any]] = [[] for _ in xs]
-        if out.requires_grad and _size(out):
-            idx = _arange(out)
-            for k in range(_size(out)):
-                gxs = _grads([out], xs, [_one_hot(out, k, idx)], create_graph)
-                for j, g in enumerate(gxs):
-                    rows[j].append(_checked(g, i, j, strict, create_graph))
-        blocks.append(
-            tuple(
-                _assemble(rows_j or [None], out, x, 0, create_graph)
-                for rows_j, x in zip(rows, xs, strict=True)
-            )
-        )
-    return tuple(blocks)
-
-
-def _checked(g: Variable | None, i: int, j: int, strict: bool, create_graph: bool) -> Any:
-    """One row or column of block ``(i, j)``: ``None`` where no pass reached it."""
-    if g is None:
-        if strict:
-            raise _independent(i, j)
-        return None
-    if strict and create_graph and not g.requires_grad:
-        raise RuntimeError(
-            f"jacobian: the Jacobian of output {i} with respect to input {j} does not "
-            "depend on the inputs (func is linear there), so it cannot be differentiated "
-            "further; strict=True with create_graph=True forbids this"
-        )
-    return g if create_graph else g.array
-
-
-def _jacobian_columns(
-    outputs: tuple[Variable, ...], xs: tuple[Variable, ...], create_graph: bool, strict: bool
-) -> tuple[tuple[Any, ...], ...]:
-    us, gxs = _transpose(outputs, xs, False, "jacobian")
-    columns: list[list[list[Any]]] = [[[] for _ in xs] for _ in outputs]  # [i][j][k]
-    for j, (x, g) in enumerate(zip(xs, gxs, strict=True)):
-        if g is None and strict and _size(x):
-            raise _independent(None, j)
-        if g is None or not _size(x):
-            continue
-        idx = _arange(x)
-        for k in range(_size(x)):
-            gus = _grads([g], us, [_one_hot(x, k, idx)], create_graph)
-            for i, gu in enumerate(gus):
-                columns[i][j].append(_checked(gu, i, j, strict, create_graph))
-    return tuple(
-        tuple(
-            _assemble(columns[i][j] or [None], out, x, -1, create_graph) for j, x in enumerate(xs)
-        )
-        for i, out in enumerate(outputs)
-    )
 
 
 def _hessian_v(
@@ -391,6 +295,208 @@ def _gradient(
                     "(pass strict=False to get zeros)"
                 )
     return jac
+
+
+# --- Jacobians, and complex numbers ------------------------------------------------
+# The engine's backward is PyTorch's: seeded with u, it gives the gradient of the real
+# number Re(sum(conj(u) * f)) as d/dRe z + i d/dIm z, which is conj(J)^T u for a
+# holomorphic f, and keeps only the real part for a real input. The Jacobian holds J
+# itself (JAX's holomorphic=True), so the rows of complex outputs are converted here;
+# the double-backward trick gives the derivative along v, J v, as it is.
+
+
+def _is_complex(x: Any) -> bool:
+    data = x.array if isinstance(x, Variable) else x
+    return bool(raw_namespace(data).isdtype(data.dtype, "complex floating"))
+
+
+def _complex_dtype(x: Variable) -> Any:
+    """The complex dtype of ``x``'s precision (its own dtype if complex)."""
+    xp = raw_namespace(x.array)
+    return xp.result_type(x.dtype, xp.complex64)
+
+
+def _conj(a: Any) -> Any:
+    return namespace_of(a).conj(a)
+
+
+def _times_i(a: Any, dtype: Any) -> Any:
+    return namespace_of(a).astype(a, dtype) * 1j
+
+
+def _from_parts(re: Any, im: Any, dtype: Any) -> Any:
+    """``re + i im`` in ``dtype``: two passes into a real input, seeded with ``u`` and
+    ``i u``, give the real and imaginary parts of ``J^T u``."""
+    xp = namespace_of(re)
+    return xp.astype(re, dtype) + xp.astype(im, dtype) * 1j
+
+
+def _to_jacobian_convention(
+    gxs: Sequence[Variable | None], gis: Sequence[Variable | None], xs: Sequence[Variable]
+) -> list[Variable | None]:
+    """``J^T u`` from the backward passes of a complex output seeded with ``conj(u)``
+    (``gxs``) and ``i conj(u)`` (``gis``, read only for real inputs, ``None`` if no
+    real input was reached): the conjugate for a complex input, ``re + i im`` for a
+    real one."""
+    return [
+        None if g is None else _conj(g) if _is_complex(x) else _from_parts(g, gi, _complex_dtype(x))
+        for g, gi, x in zip(gxs, gis, xs, strict=True)
+    ]
+
+
+def _needs_imaginary_pass(grads: Sequence[Any], refs: Sequence[Variable]) -> bool:
+    """Whether a pass reached a real ``ref``, whose imaginary part then takes a second."""
+    return any(g is not None and not _is_complex(r) for g, r in zip(grads, refs, strict=True))
+
+
+def _one_hot(ref: Variable, k: int, idx: Any) -> Any:
+    """The ``k``-th standard basis vector in ``ref``'s shape, dtype and library."""
+    data = ref.array
+    xp = raw_namespace(data)
+    return xp.reshape(xp.astype(idx == k, data.dtype), tuple(data.shape))
+
+
+def _arange(ref: Variable) -> Any:
+    data = ref.array
+    return raw_namespace(data).arange(_size(ref), device=array_api_compat.device(data))
+
+
+def _jacobian_by_rows(
+    outputs: tuple[Variable, ...], xs: tuple[Variable, ...], create_graph: bool, strict: bool
+) -> tuple[tuple[Any, ...], ...]:
+    """Row ``k`` of block ``(i, j)`` from a backward pass seeded with the ``k``-th basis
+    vector ``e`` of output ``i``, converted for a complex output (and a second pass
+    seeded with ``i e`` for its real inputs)."""
+    blocks = []
+    for i, out in enumerate(outputs):
+        rows: list[list[Any]] = [[] for _ in xs]
+        if out.requires_grad and _size(out):
+            idx = _arange(out)
+            for k in range(_size(out)):
+                e = _one_hot(out, k, idx)
+                gxs = _grads([out], xs, [e], create_graph)
+                if _is_complex(out):
+                    gis: list[Variable | None] = [None] * len(xs)
+                    if _needs_imaginary_pass(gxs, xs):
+                        gis = _grads([out], xs, [e * 1j], create_graph)
+                    gxs = _to_jacobian_convention(gxs, gis, xs)
+                for j, g in enumerate(gxs):
+                    rows[j].append(_checked(g, i, j, strict, create_graph))
+        blocks.append(
+            tuple(
+                _assemble(rows_j, out, x, 0, create_graph)
+                for rows_j, x in zip(rows, xs, strict=True)
+            )
+        )
+    return tuple(blocks)
+
+
+def _jacobian_by_columns(
+    outputs: tuple[Variable, ...], xs: tuple[Variable, ...], create_graph: bool, strict: bool
+) -> tuple[tuple[Any, ...], ...]:
+    """Column ``k`` of block ``(i, j)`` by the double-backward trick along the ``k``-th
+    basis vector ``e`` of input ``j``: the derivative along ``e``. A real output of a
+    complex input takes a second pass along ``i e``, for backward's gradient
+    ``d/dRe z + i d/dIm z``."""
+    us, gxs = _transpose(outputs, xs, False, "jacobian")
+    columns: list[list[list[Any]]] = [[[] for _ in xs] for _ in outputs]  # [i][j][k]
+    for j, (x, g) in enumerate(zip(xs, gxs, strict=True)):
+        if g is None and strict and _size(x):
+            raise _independent(None, j)
+        if g is None or not _size(x):
+            continue
+        idx = _arange(x)
+        for k in range(_size(x)):
+            e = _one_hot(x, k, idx)
+            gus = _grads([g], us, [e], create_graph)
+            if _is_complex(x) and _needs_imaginary_pass(gus, outputs):
+                gis = _grads([g], us, [e * 1j], create_graph)
+                gus = [
+                    gu if gu is None or _is_complex(y) else _from_parts(gu, gi, _complex_dtype(y))
+                    for gu, gi, y in zip(gus, gis, outputs, strict=True)
+                ]
+            for i, gu in enumerate(gus):
+                columns[i][j].append(_checked(gu, i, j, strict, create_graph))
+    return tuple(
+        tuple(_assemble(columns[i][j], out, x, -1, create_graph) for j, x in enumerate(xs))
+        for i, out in enumerate(outputs)
+    )
+
+
+def _checked(g: Variable | None, i: int, j: int, strict: bool, create_graph: bool) -> Any:
+    """One row or column of block ``(i, j)``: ``None`` where no pass reached it."""
+    if g is None:
+        if strict:
+            raise _independent(i, j)
+        return None
+    if strict and create_graph and not g.requires_grad:
+        raise RuntimeError(
+            f"jacobian: the Jacobian of output {i} with respect to input {j} does not "
+            "depend on the inputs (func is linear there), so it cannot be differentiated "
+            "further; strict=True with create_graph=True forbids this"
+        )
+    return g if create_graph else g.array
+
+
+def _independent(i: int | None, j: int) -> RuntimeError:
+    """``strict``'s error: output ``i`` (None: no output) does not depend on input ``j``."""
+    what = f"no output of func depends on input {j}"
+    if i is not None:
+        what = f"output {i} of func does not depend on input {j}"
+    return RuntimeError(
+        f"jacobian: {what}; strict=True forbids this (pass strict=False to get zeros)"
+    )
+
+
+def _assemble(parts: list[Any], out: Variable, x: Variable, axis: int, create_graph: bool) -> Any:
+    """One Jacobian block of shape ``out.shape + x.shape`` from its rows (``axis=0``,
+    each shaped like ``x``) or columns (``axis=-1``, each shaped like ``out``); a
+    ``None`` part is zero. Where no pass reached the block, zeros, never stacked, of
+    the dtype the rows (the input's) or columns (the output's) have, complex where
+    the other one is."""
+    shape = tuple(out.shape or ()) + tuple(x.shape or ())
+    ref, other = (x, out) if axis == 0 else (out, x)
+    if all(p is None for p in parts):
+        dtype = _complex_dtype(ref) if _is_complex(other) else ref.dtype
+        data = ref.array
+        zeros = raw_namespace(data).zeros(shape, dtype=dtype, device=array_api_compat.device(data))
+        return Variable(zeros, requires_grad=False) if create_graph else zeros
+    parts = [_zeros_like(ref, create_graph) if p is None else p for p in parts]
+    xp = namespace_of(parts[0])  # differentiable for Variables (create_graph)
+    return xp.reshape(xp.stack(parts, axis=axis), shape)
+
+
+def _derivative(
+    out: Variable, xs: tuple[Variable, ...], strict: bool, op: str
+) -> list[Variable | None]:
+    """The row of jacobian for the one-element ``out`` (its gradient), recorded for a
+    second pass: backward's for a real ``out``, converted for a complex one."""
+    grads = _gradient(out, xs, strict, op)
+    if not _is_complex(out):
+        return grads
+    gis: list[Variable | None] = [None] * len(xs)
+    if _needs_imaginary_pass(grads, xs):
+        one = raw_namespace(out.array).ones_like(out.array)
+        gis = _grads([out], xs, [one * 1j], True)
+    return _to_jacobian_convention(grads, gis, xs)
+
+
+def _transposed_product(
+    grads: list[Variable | None], xs: tuple[Variable, ...], vs: tuple[Any, ...], create_graph: bool
+) -> list[Any]:
+    """``H^T v`` for the Jacobian ``H`` of the complex ``grads`` of :func:`_derivative`,
+    from backward passes seeded with ``conj(v)`` (and ``i conj(v)`` for real inputs)."""
+    with eager_recording():
+        cvs = [_conj(v) if _is_complex(v) else v for v in vs]
+        gxs = _grads(grads, xs, cvs, create_graph)
+        gis: list[Variable | None] = [None] * len(xs)
+        if _needs_imaginary_pass(gxs, xs):
+            seeds = [_times_i(c, _complex_dtype(x)) for c, x in zip(cvs, xs, strict=True)]
+            gis = _grads(grads, xs, seeds, create_graph)
+        return _to_jacobian_convention(gxs, gis, xs)
+
+
+# --- value_and_grad ----------------------------------------------------------------
 
 
 def _check_value(value: Any) -> None:

@@ -29,34 +29,30 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import array_api_compat
-
 from agnograd._backend import raw_namespace
 from agnograd._config import eager_recording
 from agnograd._namespace import namespace_of
 from agnograd._transforms import (
     _STRATEGIES,
     Arrays,
-    _arange,
     _as_tuple,
-    _assemble,
     _check_value,
-    _checked,
     _default_v,
+    _derivative,
     _fill_in_zeros,
     _finish,
-    _gradient,
     _grads,
     _hessian_v,
-    _independent,
+    _is_complex,
+    _jacobian_by_columns,
+    _jacobian_by_rows,
     _leaf,
-    _one_hot,
     _outputs,
     _prepare,
     _seed_variable,
     _single_output,
-    _size,
     _transpose,
+    _transposed_product,
     _tree_arrays,
     _tree_leaves,
     _tree_unflatten,
@@ -574,163 +570,6 @@ def hvp(
         gus, us, strict, create_graph, "hvp", "the gradient with respect to input {i} is constant"
     )
     return _finish((out,), create_graph)[0], _unpack(result, is_inputs_tuple)
-
-
-# --- complex numbers ----------------------------------------------------------------
-# The engine's backward is PyTorch's: seeded with u, it gives the gradient of the real
-# number Re(sum(conj(u) * f)) as d/dRe z + i d/dIm z, which is conj(J)^T u for a
-# holomorphic f, and keeps only the real part for a real input. The Jacobian holds J
-# itself (JAX's holomorphic=True), so the rows of complex outputs are converted here;
-# the double-backward trick gives the derivative along v, J v, as it is.
-
-
-def _is_complex(x: Any) -> bool:
-    data = x.array if isinstance(x, Variable) else x
-    return bool(raw_namespace(data).isdtype(data.dtype, "complex floating"))
-
-
-def _complex_dtype(x: Variable) -> Any:
-    """The complex dtype of ``x``'s precision (its own dtype if complex)."""
-    xp = raw_namespace(x.array)
-    return xp.result_type(x.dtype, xp.complex64)
-
-
-def _conj(a: Any) -> Any:
-    return namespace_of(a).conj(a)
-
-
-def _times_i(a: Any, dtype: Any) -> Any:
-    return namespace_of(a).astype(a, dtype) * 1j
-
-
-def _from_parts(re: Any, im: Any, dtype: Any) -> Any:
-    """``re + i im`` in ``dtype``: two passes into a real input, seeded with ``u`` and
-    ``i u``, give the real and imaginary parts of ``J^T u``."""
-    xp = namespace_of(re)
-    return xp.astype(re, dtype) + xp.astype(im, dtype) * 1j
-
-
-def _to_jacobian_convention(
-    gxs: Sequence[Variable | None], gis: Sequence[Variable | None], xs: Sequence[Variable]
-) -> list[Variable | None]:
-    """``J^T u`` from the backward passes of a complex output seeded with ``conj(u)``
-    (``gxs``) and ``i conj(u)`` (``gis``, read only for real inputs, ``None`` if no
-    real input was reached): the conjugate for a complex input, ``re + i im`` for a
-    real one."""
-    return [
-        None if g is None else _conj(g) if _is_complex(x) else _from_parts(g, gi, _complex_dtype(x))
-        for g, gi, x in zip(gxs, gis, xs, strict=True)
-    ]
-
-
-def _needs_imaginary_pass(grads: Sequence[Any], refs: Sequence[Variable]) -> bool:
-    """Whether a pass reached a real ``ref``, whose imaginary part then takes a second."""
-    return any(g is not None and not _is_complex(r) for g, r in zip(grads, refs, strict=True))
-
-
-def _jacobian_by_rows(
-    outputs: tuple[Variable, ...], xs: tuple[Variable, ...], create_graph: bool, strict: bool
-) -> tuple[tuple[Any, ...], ...]:
-    """Row ``k`` of block ``(i, j)`` from a backward pass seeded with the ``k``-th basis
-    vector ``e`` of output ``i``, converted for a complex output (and a second pass
-    seeded with ``i e`` for its real inputs)."""
-    blocks = []
-    for i, out in enumerate(outputs):
-        rows: list[list[Any]] = [[] for _ in xs]
-        if out.requires_grad and _size(out):
-            idx = _arange(out)
-            for k in range(_size(out)):
-                e = _one_hot(out, k, idx)
-                gxs = _grads([out], xs, [e], create_graph)
-                if _is_complex(out):
-                    gis: list[Variable | None] = [None] * len(xs)
-                    if _needs_imaginary_pass(gxs, xs):
-                        gis = _grads([out], xs, [e * 1j], create_graph)
-                    gxs = _to_jacobian_convention(gxs, gis, xs)
-                for j, g in enumerate(gxs):
-                    rows[j].append(_checked(g, i, j, strict, create_graph))
-        blocks.append(
-            tuple(
-                _block(rows_j, out, x, 0, create_graph) for rows_j, x in zip(rows, xs, strict=True)
-            )
-        )
-    return tuple(blocks)
-
-
-def _jacobian_by_columns(
-    outputs: tuple[Variable, ...], xs: tuple[Variable, ...], create_graph: bool, strict: bool
-) -> tuple[tuple[Any, ...], ...]:
-    """Column ``k`` of block ``(i, j)`` by the double-backward trick along the ``k``-th
-    basis vector ``e`` of input ``j``: the derivative along ``e``. A real output of a
-    complex input takes a second pass along ``i e``, for backward's gradient
-    ``d/dRe z + i d/dIm z``."""
-    us, gxs = _transpose(outputs, xs, False, "jacobian")
-    columns: list[list[list[Any]]] = [[[] for _ in xs] for _ in outputs]  # [i][j][k]
-    for j, (x, g) in enumerate(zip(xs, gxs, strict=True)):
-        if g is None and strict and _size(x):
-            raise _independent(None, j)
-        if g is None or not _size(x):
-            continue
-        idx = _arange(x)
-        for k in range(_size(x)):
-            e = _one_hot(x, k, idx)
-            gus = _grads([g], us, [e], create_graph)
-            if _is_complex(x) and _needs_imaginary_pass(gus, outputs):
-                gis = _grads([g], us, [e * 1j], create_graph)
-                gus = [
-                    gu if gu is None or _is_complex(y) else _from_parts(gu, gi, _complex_dtype(y))
-                    for gu, gi, y in zip(gus, gis, outputs, strict=True)
-                ]
-            for i, gu in enumerate(gus):
-                columns[i][j].append(_checked(gu, i, j, strict, create_graph))
-    return tuple(
-        tuple(_block(columns[i][j], out, x, -1, create_graph) for j, x in enumerate(xs))
-        for i, out in enumerate(outputs)
-    )
-
-
-def _block(parts: list[Any], out: Variable, x: Variable, axis: int, create_graph: bool) -> Any:
-    """The block of ``out`` and ``x`` from its rows (``axis=0``) or columns
-    (``axis=-1``); zeros where no pass reached it, of the dtype the rows (the
-    input's) or columns (the output's) have, complex where the other one is."""
-    if any(p is not None for p in parts):
-        return _assemble(parts, out, x, axis, create_graph)
-    ref, other = (x, out) if axis == 0 else (out, x)
-    dtype = _complex_dtype(ref) if _is_complex(other) else ref.dtype
-    shape = tuple(out.shape or ()) + tuple(x.shape or ())
-    data = ref.array
-    zeros = raw_namespace(data).zeros(shape, dtype=dtype, device=array_api_compat.device(data))
-    return Variable(zeros, requires_grad=False) if create_graph else zeros
-
-
-def _derivative(
-    out: Variable, xs: tuple[Variable, ...], strict: bool, op: str
-) -> list[Variable | None]:
-    """The row of jacobian for the one-element ``out`` (its gradient), recorded for a
-    second pass: backward's for a real ``out``, converted for a complex one."""
-    grads = _gradient(out, xs, strict, op)
-    if not _is_complex(out):
-        return grads
-    gis: list[Variable | None] = [None] * len(xs)
-    if _needs_imaginary_pass(grads, xs):
-        one = raw_namespace(out.array).ones_like(out.array)
-        gis = _grads([out], xs, [one * 1j], True)
-    return _to_jacobian_convention(grads, gis, xs)
-
-
-def _transposed_product(
-    grads: list[Variable | None], xs: tuple[Variable, ...], vs: tuple[Any, ...], create_graph: bool
-) -> list[Any]:
-    """``H^T v`` for the Jacobian ``H`` of the complex ``grads`` of :func:`_derivative`,
-    from backward passes seeded with ``conj(v)`` (and ``i conj(v)`` for real inputs)."""
-    with eager_recording():
-        cvs = [_conj(v) if _is_complex(v) else v for v in vs]
-        gxs = _grads(grads, xs, cvs, create_graph)
-        gis: list[Variable | None] = [None] * len(xs)
-        if _needs_imaginary_pass(gxs, xs):
-            seeds = [_times_i(c, _complex_dtype(x)) for c, x in zip(cvs, xs, strict=True)]
-            gis = _grads(grads, xs, seeds, create_graph)
-        return _to_jacobian_convention(gxs, gis, xs)
 
 
 # --- JAX ----------------------------------------------------------------------------
