@@ -50,8 +50,10 @@ class Adapter:
         ``dst`` updated in place (it is a fresh buffer). Without it a sort-based
         composition of standard functions is used.
     namespace : callable, optional
-        ``namespace() -> module``: the array API namespace of the library's arrays
-        (what ``array_api_compat.array_namespace`` reports for them).
+        ``namespace() -> module``: the array API namespace of the library's arrays,
+        which every operation on them uses; by default what
+        ``array_api_compat.array_namespace`` reports for them. An adapter corrects a
+        library's functions here (the Dask adapter's ``linalg.cholesky``).
     devices : callable, optional
         ``devices() -> sequence``: the library's usable device objects.
     device_name : callable, optional
@@ -99,6 +101,13 @@ class Adapter:
         writes into ``array``'s memory, shared by its views (PyTorch's
         ``Tensor._version``). agnograd records and compares it, which also catches
         writes made outside agnograd; ``None`` for an array that has no count.
+    writable : callable, optional
+        ``writable(array) -> bool``: whether ``array`` can be written in place, each
+        element on its own (``False`` for NumPy's read-only and broadcast views,
+        torch's expanded tensors). A gradient that backward stores in a leaf's
+        ``.grad`` is copied where it cannot, as torch copies an expanded one, so that
+        ``x.grad *= 0.5`` works. Without it every array counts as writable (right for
+        immutable arrays, which are never written in place).
     views : bool
         Whether arrays of this library are buffers that DLPack can share (``False``
         for lazy libraries such as Dask).
@@ -147,6 +156,7 @@ class Adapter:
     data_pointer: Callable[[Any], int | None] | None = None
     memory: Callable[[Any], Any] | None = None
     write_count: Callable[[Any], int | None] | None = None
+    writable: Callable[[Any], bool] | None = None
     views: bool = True
     unusable: Callable[[], str | None] | None = None
     fallback_for: tuple[str, ...] = ()

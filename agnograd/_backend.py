@@ -112,6 +112,11 @@ def raw_namespace(array: Any) -> Any:
             f"expected a raw array of an array API library, got {type(array).__module__}."
             f"{type(array).__qualname__}"
         )
+    adapter = adapter_for(array)
+    if adapter is not None and adapter.namespace is not None:
+        xp = adapter.get_namespace()  # the adapter's word: it may correct a library's
+        _namespaces[type(array)] = xp
+        return xp
     try:
         xp = array_api_compat.array_namespace(array)
     except TypeError:
@@ -309,6 +314,25 @@ def adapter_for(array: Any) -> Any:
     owner = next((a for a in reversed(_adapters()) if a.owns(cls)), None)
     _adapter_cache[cls] = owner
     return owner
+
+
+def writable(array: Any) -> Any:
+    """``array``, or a copy of it where its library cannot write it in place (a
+    broadcast view): what backward stores in a leaf's ``.grad``, which users scale in
+    place.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from agnograd._backend import writable
+    >>> view = np.broadcast_to(np.ones(1), (3,))
+    >>> writable(view).flags.writeable, writable(view) is view
+    (True, False)
+    """
+    adapter = adapter_for(array)
+    if adapter is None or adapter.writable is None or adapter.writable(array):
+        return array
+    return raw_namespace(array).asarray(array, copy=True)
 
 
 def scatter_add_flat(dst: Any, positions: Any, values: Any) -> Any:

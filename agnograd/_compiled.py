@@ -107,9 +107,10 @@ class CompiledGraph:
     and dtypes with those the plan was made for, and, after any edit of a graph
     (``rewire_on``, ``unchain``, ``unlinked``, a changed ``need_grad`` or
     ``persistent``), the graph's links; when they differ, the output shapes are
-    inferred again and the plan is rebuilt. While function hooks are set or an array
-    was written in place (``x[key] = value``), a run falls back to ``forward_all``
-    and the engine, which deal with both.
+    inferred again and the plan is rebuilt. While function hooks are set (on every
+    function, or on one of the graph's) or an array was written in place
+    (``x[key] = value``), a run falls back to ``forward_all`` and the engine, which
+    deal with both.
 
     Differences from ``y.forward(); y.backward()``, to know when mixing them (they
     concern the plans of :func:`compile`: the plans ``y.forward()`` makes by itself
@@ -195,7 +196,9 @@ class CompiledGraph:
             self._thread = threading.get_ident()
 
     def _forward_unguarded(self) -> None:
-        self._fallback = self._writes or bool(MODE.get()[HOOKS]) or bool(_versions.versions)
+        self._fallback = (
+            self._writes or self._hooked or bool(MODE.get()[HOOKS]) or bool(_versions.versions)
+        )
         if self._fallback:  # the plan proved neither: run the reference implementation
             keep = self._keep
             forward_all(self.outputs, keep == CLEAR, keep == NO_NEED_GRAD)
@@ -347,17 +350,23 @@ class CompiledGraph:
     def _clear(self, backward: bool) -> None:
         """Free what the graph keeps that this plan's mode does not: intermediate
         arrays of nodes not published, what the functions that keep nothing in this
-        mode retain and, after a backward with ``clear_buffer``, what every function
-        retains and what the published nodes hold."""
+        mode retain and, after a backward with ``clear_buffer``, what the engine's
+        option frees: for each function whose backward ran, what it retains and the
+        arrays of the nodes it computed (not the outputs' or persistent ones)."""
         for node in self._unpublished:
             clear_node_data(node)
-        for f in self._funcs if backward else self._unsaving:
+        if not backward:
+            for f in self._unsaving:
+                f._saved_inputs = f._saved_outputs = None
+            return
+        slots = self._published_slots
+        for f in self._order:
             f._saved_inputs = f._saved_outputs = None
-        if backward:
-            for slot, node in self._published:
-                if not node.persistent:
-                    clear_node_data(node)
-                    self._buffer[slot] = None
+            for ref in f.outputs or ():
+                out = ref()
+                if out is not None and out in slots and not out.persistent:
+                    clear_node_data(out)
+                    self._buffer[slots[out]] = None
 
     def _rebuild(self) -> None:
         """Infer every output's shape and dtype again from the inputs' data, then
@@ -401,8 +410,11 @@ class CompiledGraph:
             raise RuntimeError("compiled graph: its outputs are gone")
         funcs = functions_of(outs)
         self._funcs = funcs
-        # Writes in the graph count versions as they run, which the plan does not.
+        # Writes in the graph count versions as they run, which the plan does not;
+        # hooks of a function run around its forward and backward, which the plan's
+        # steps do not call.
         self._writes = any(isinstance(f, WRITING_NODES) for f in funcs)
+        self._hooked = any(f._local_hooks for f in funcs)
         self._edits = _graph.edits
         slot_of: dict[VariableNode, int] = {}
         leaves: list[VariableNode] = []
@@ -459,6 +471,7 @@ class CompiledGraph:
             if idx:
                 needed_funcs.add(f)
         order, grad_leaves = _backward_order(outs, indexes)
+        self._order = order
 
         # The outputs receive their arrays from forward(), through weak references;
         # the other nodes computed are published by the generated code, or cleared.
@@ -475,6 +488,7 @@ class CompiledGraph:
             or (keep == ALIVE and n._variable() is not None)
         ]
         self._published = published
+        self._published_slots = {n: k for k, n in published}
         published_nodes = {n for _, n in published}
         self._unpublished = [n for n in self._nodes if n not in published_nodes]
         self._shape_of_graph = self._structure()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agnograd import _versions
+from agnograd._backend import writable
 from agnograd._compiled_trace import trace_rule
 from agnograd._config import using_config
 from agnograd._define_then_run import _unlinked, set_node_data
@@ -399,4 +400,4 @@ def accumulate_into_leaves(grads: list[tuple[VariableNode, Any]], seen: set[int]
         seen.add(id(gx))
         with _leaf_lock:
             prev = var._grad_var
-            var._grad_var = Variable._new(gx if prev is None else prev._data + gx, False)
+            var._grad_var = Variable._new(writable(gx) if prev is None else prev._data + gx, False)

@@ -26,6 +26,7 @@ from typing import Any
 from agnograd import _extension, _graph, _versions
 from agnograd._abstract import Abstract, DataDependentError
 from agnograd._backend import raw_namespace
+from agnograd._config import HOOKS, MODE
 from agnograd._device import Device, device_of
 from agnograd._function import FunctionNode, as_constant, mixed_backends
 from agnograd._graph import functions_of
@@ -183,6 +184,7 @@ def forward_all(
     ([1.0, 2.718], 3.0)
     """
     count_forward()
+    hooked = bool(MODE.get()[HOOKS])
     keep = {v._node for v in variables}
     funcs = functions_of(keep)
     clearing = clear_buffer or clear_no_need_grad
@@ -205,7 +207,12 @@ def forward_all(
             arrays.append(data)
         arrays_t = tuple(arrays)
         func.xp = raw_namespace(arrays_t[0])
+        hooks = func._all_hooks() if hooked or func._local_hooks else ()
+        for hook in hooks:  # as apply runs them, when the forward computes
+            hook.forward_preprocess(func, arrays_t)
         outputs = func.forward(arrays_t)
+        for hook in hooks:
+            hook.forward_postprocess(func, arrays_t)
         wanted = not clear_buffer and not (
             clear_no_need_grad and not any(n.requires_grad for n in in_nodes)
         )

@@ -25,6 +25,7 @@ from agnograd._backend import (
     is_array,
     raw_namespace,
     same_shape,
+    writable,
 )
 from agnograd._config import HOOKS, MODE, using_config
 from agnograd._function import FunctionNode, describe_arrays
@@ -591,7 +592,9 @@ def _accumulate_into_leaves(
         with _leaf_lock:
             prev = var._grad_var
             if prev is None:
-                var._grad_var = g if isinstance(g, Variable) else Variable._new(g, False)
+                if not isinstance(g, Variable):
+                    g = Variable._new(writable(g), False)
+                var._grad_var = g
             elif double:
                 var._grad_var = prev + g
             else:

@@ -52,6 +52,10 @@ def _view_problem(array: Any) -> str | None:
     return None
 
 
+def _writable(array: Any) -> bool:
+    return bool(array._array.flags.writeable)  # the wrapped NumPy array (private)
+
+
 def _memory(array: Any) -> Any:
     # An Array wraps a NumPy array (private ``_array``), a view of the wrapped one
     # for a view of the Array: follow it to its base.
@@ -66,6 +70,7 @@ adapter = Adapter(
     parse_device=_parse_device,
     dlpack_device=lambda device: (1, 0),
     view_problem=_view_problem,
+    writable=_writable,
     memory=_memory,
     order=20,
     title="array-api-strict",

@@ -62,6 +62,12 @@ def _from_dlpack(obj: Any, device: Any, copy: bool | None) -> Any:
     return result
 
 
+def _writable(array: Any) -> bool:
+    # CuPy has no read-only flag: a broadcast view repeats elements with stride 0, and
+    # a write into one would land on the same element again and again.
+    return all(s != 0 or n == 1 for s, n in zip(array.strides, array.shape, strict=True))
+
+
 def _view_problem(array: Any) -> str | None:
     if any(s < 0 for s in array.strides):
         return "the CuPy array has negative strides, which DLPack importers reject"
@@ -89,6 +95,7 @@ adapter = Adapter(
     from_dlpack=_from_dlpack,
     use_device=lambda device: device,
     view_problem=_view_problem,
+    writable=_writable,
     export_copy=lambda array: array.copy(order="C"),
     data_pointer=lambda array: array.data.ptr,
     memory=base_root,

@@ -15,9 +15,26 @@ from agnograd import Adapter
 
 
 def _namespace() -> Any:
-    import array_api_compat.dask.array
+    """array-api-compat's Dask namespace, with a ``linalg.cholesky`` that gives the
+    lower factor: array-api-compat's own (1.12 and earlier, at least) returns the
+    upper one, and fails with ``upper=True``."""
+    import types
 
-    return array_api_compat.dask.array
+    import array_api_compat.dask.array
+    import dask.array
+
+    compat: Any = array_api_compat.dask.array
+
+    def cholesky(x: Any, /, *, upper: bool = False) -> Any:
+        lower = dask.array.linalg.cholesky(x, lower=True)
+        return compat.conj(compat.matrix_transpose(lower)) if upper else lower
+
+    linalg = types.ModuleType(compat.linalg.__name__, compat.linalg.__doc__)
+    vars(linalg).update(vars(compat.linalg), cholesky=cholesky)
+    # Named as array-api-compat's, so that its is_dask_namespace() still knows it.
+    xp = types.ModuleType(compat.__name__, compat.__doc__)
+    vars(xp).update(vars(compat), linalg=linalg)
+    return xp
 
 
 def _parse_device(text: str) -> str:

@@ -48,6 +48,10 @@ def _view_problem(array: Any) -> str | None:
     return None
 
 
+def _writable(array: Any) -> bool:
+    return bool(array.flags.writeable)
+
+
 def _export_copy(array: Any) -> Any:
     import numpy
 
@@ -75,6 +79,7 @@ adapter = Adapter(
     from_dlpack=_from_dlpack,
     dlpack_device=lambda device: (1, 0),
     view_problem=_view_problem,
+    writable=_writable,
     export_copy=_export_copy,
     data_pointer=lambda array: array.__array_interface__["data"][0],
     memory=base_root,

@@ -115,6 +115,11 @@ def _export_copy(array: Any) -> Any:
     return array.detach().resolve_conj().resolve_neg().clone(memory_format=torch.contiguous_format)
 
 
+def _writable(array: Any) -> bool:
+    # An expanded tensor repeats elements with stride 0: torch refuses writes into it.
+    return all(s != 0 or n == 1 for s, n in zip(array.stride(), array.shape, strict=True))
+
+
 def _memory(array: Any) -> Any:
     return array if array._base is None else array._base  # torch links a view to its root
 
@@ -146,6 +151,7 @@ adapter = Adapter(
     dlpack_device=_dlpack_device,
     use_device=_use_device,
     view_problem=_view_problem,
+    writable=_writable,
     export_copy=_export_copy,
     data_pointer=lambda array: array.data_ptr(),
     memory=_memory,

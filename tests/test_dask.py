@@ -145,12 +145,6 @@ def test_dask_arrays_have_no_views():
         assert isinstance(x.view("numpy", allow_copy=True), np.ndarray)
 
 
-@pytest.mark.xfail(
-    raises=AssertionError,
-    reason="array-api-compat's dask linalg.cholesky returns the upper factor, and "
-    "agnograd takes a backend's raw namespace from array-api-compat, where the Dask "
-    "adapter cannot correct it yet",
-)
 def test_cholesky_gives_the_lower_factor_and_its_gradient():
     a = np.array([[4.0, 2.0, 0.4], [2.0, 5.0, 1.0], [0.4, 1.0, 3.0]])
     seed = np.arange(9.0).reshape(3, 3)

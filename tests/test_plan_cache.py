@@ -175,8 +175,11 @@ def test_the_engine_refuses_the_arrays_a_walk_left_after_a_plans_forward(backend
     new = eager(backend, [arrays[0] + 1.0, *arrays[1:]])[1]
     try:
         y.backward()
+        refused = ""
     except RuntimeError as error:
-        assert "no retained" in str(error)
+        refused = str(error)
+    if refused:
+        assert "no retained" in refused
     else:
         close(backend, vs[1].grad, new[1])
     # After another walk, the engine has the new input's arrays.
@@ -245,8 +248,9 @@ def test_a_seed_of_another_dtype_is_cast_to_the_outputs(backend):
 @pytest.mark.parametrize("path", ["eager", "walk", "plan"])
 def test_a_complex_seed_of_a_real_output_keeps_the_parameters_real(path):
     x = Variable(np.array([1.0, 2.0]))
-    with agnograd.auto_forward(path == "eager"), agnograd.using_config(
-        "compile_after", None if path == "walk" else 0
+    with (
+        agnograd.auto_forward(path == "eager"),
+        agnograd.using_config("compile_after", None if path == "walk" else 0),
     ):
         y = x * 3.0
         for _ in range(2):
@@ -260,8 +264,9 @@ def test_a_complex_seed_of_a_real_output_keeps_the_parameters_real(path):
 @pytest.mark.parametrize("path", ["eager", "walk", "plan"])
 def test_a_seed_given_once_is_not_the_seed_of_later_backwards(path):
     x = Variable(np.array([1.0, 2.0]))
-    with agnograd.auto_forward(path == "eager"), agnograd.using_config(
-        "compile_after", None if path == "walk" else 0
+    with (
+        agnograd.auto_forward(path == "eager"),
+        agnograd.using_config("compile_after", None if path == "walk" else 0),
     ):
         y = F.sum(x * x)
         y.forward()
@@ -407,6 +412,7 @@ def test_a_graph_larger_than_compiling_pays_for_is_walked(monkeypatch):
 
 # -- a sweep of mutations between runs -----------------------------------------------------
 
+
 def _new_data(backend, vs, arrays, rng):
     arrays[0] = rng.normal(size=arrays[0].shape) * 0.5
     vs[0].d = backend.asarray(arrays[0])
@@ -456,3 +462,96 @@ def test_random_mutations_between_runs_never_change_an_answer(backend, seed):
             close(backend, v.grad, want)
     assert planned(y)
 
+
+# -- hooks --------------------------------------------------------------------------------
+
+
+class Calls(agnograd.function_hooks.FunctionHook):
+    """Records the functions whose forward and backward it saw, by label."""
+
+    name = "calls"
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    def forward_preprocess(self, function: Any, in_data: Any) -> None:
+        self.seen.append(("forward", function.label))
+
+    def forward_postprocess(self, function: Any, in_data: Any) -> None:
+        self.seen.append(("forwarded", function.label))
+
+    def backward_preprocess(self, function: Any, in_data: Any, out_grad: Any) -> None:
+        self.seen.append(("backward", function.label))
+
+
+@pytest.mark.parametrize("where", ["global", "local"])
+def test_forward_hooks_run_when_a_static_graph_computes(where):
+    x = Variable(np.array([1.0, 2.0]))
+    with agnograd.auto_forward(False):
+        h = F.exp(x)
+        y = F.sum(h * 3.0)
+    eager_hook = Calls()
+    with eager_hook:
+        F.sum(F.exp(x) * 3.0).backward()
+    x.cleargrad()
+    y.forward()
+    y.backward()  # a plan of the graph, made before the hook was set
+    hook = Calls()
+    for _ in range(2):
+        if where == "global":
+            with hook:
+                y.forward()
+                y.backward()
+        else:
+            for f in (h.creator_node, y.creator_node, y.creator_node.inputs[0].creator_node):
+                f.add_hook(hook)
+            y.forward()
+            y.backward()
+            for f in (h.creator_node, y.creator_node, y.creator_node.inputs[0].creator_node):
+                f.delete_hook(hook.name)
+        assert hook.seen == eager_hook.seen
+        hook.seen.clear()
+    np.testing.assert_allclose(x.grad, 3 * 3 * np.exp([1.0, 2.0]))
+
+
+def test_clear_buffer_frees_in_a_plan_what_it_frees_in_the_walk():
+    def build() -> tuple[Variable, Variable, Variable, Variable]:
+        x = Variable(np.ones((2, 3)))
+        c = Variable(np.full((2, 3), 0.5), requires_grad=False)
+        with agnograd.auto_forward(False):
+            k = F.exp(c) * 2.0  # no gradient reaches this branch
+            h = F.tanh(x)
+            y = F.sum(h * k)
+        return x, k, h, y
+
+    kept = {}
+    for after in (None, 0):
+        with agnograd.using_config("compile_after", after):
+            x, k, h, y = build()
+            for _ in range(2):
+                x.cleargrad()
+                y.forward()
+                y.backward(clear_buffer=True)
+            kept[after] = (k.d is not None, h.d is not None)
+            grad = x.grad
+    assert kept[0] == kept[None] == (True, False)
+    np.testing.assert_allclose(grad, 2 * np.exp(0.5) / np.cosh(1.0) ** 2 * np.ones((2, 3)))
+
+
+@pytest.mark.parametrize("path", ["eager", "walk", "plan"])
+def test_a_leafs_gradient_can_be_scaled_in_place(backend, path):
+    x = backend.variable([1.0, 2.0, 3.0])
+    with (
+        agnograd.auto_forward(path == "eager"),
+        agnograd.using_config("compile_after", None if path == "walk" else 0),
+    ):
+        y = F.sum(x)  # its gradient is a broadcast of the seed
+        for _ in range(2):
+            x.cleargrad()
+            y.forward()
+            y.backward()
+            if backend.name == "jax":  # immutable: nnabla's x.g *= 0.5 makes a new array
+                x.g = x.g * 0.5
+            else:
+                x.g *= 0.5
+            close(backend, x.g, np.full(3, 0.5))
