@@ -534,9 +534,12 @@ class Variable(Operators, Printing, NnablaInterface):
     ) -> None:
         """Backpropagate from this Variable, accumulating gradients into the leaves.
 
-        A Variable with one element and no gradient is seeded with ones. A larger one
-        needs ``.grad`` to be set first. With ``loss_scale`` the seed is multiplied
-        by it and leaf gradients stay scaled (divide them before the update).
+        The seed is ``grad`` if given, else the ``.grad`` you set, else ones for a
+        Variable of one element (a larger one needs one of the first two). A
+        ``.grad`` that an earlier backward wrote (its ones, or what ``retain_grad``
+        kept) is never a seed. A seed of another dtype is cast to this Variable's.
+        With ``loss_scale`` the seed is multiplied by it and leaf gradients stay
+        scaled (divide them before the update).
 
         Parameters
         ----------
