@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agnograd import _versions
-from agnograd._backend import writable
+from agnograd._backend import raw_namespace, writable
 from agnograd._compiled_trace import trace_rule
 from agnograd._config import using_config
 from agnograd._define_then_run import _unlinked, set_node_data
@@ -396,7 +396,7 @@ def accumulate_into_leaves(grads: list[tuple[VariableNode, Any]], seen: set[int]
         if var is None:
             continue
         if id(gx) in seen:
-            gx = gx.__array_namespace__().asarray(gx, copy=True)
+            gx = raw_namespace(gx).asarray(gx, copy=True)
         seen.add(id(gx))
         with _leaf_lock:
             prev = var._grad_var

@@ -136,42 +136,102 @@ def _default_length(m: int, c2r: bool) -> int:
     return 2 * (m - 1) if c2r else m
 
 
+def _one_d_plan(
+    op: str, shape: tuple[int, ...], n: int | None, axis: int
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The transform length and the non-negative axis of a 1-D transform of an input
+    of ``shape``, from the user's ``n`` and ``axis``."""
+    ndim = len(shape)
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"fft.{op}: axis {axis} is out of range for x of shape {shape}")
+    axis %= ndim
+    if n is None or n == -1:
+        n = _default_length(shape[axis], op in _C2R)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"fft.{op}: n must be a positive int, got {n!r} (x of shape {shape})")
+    return (n,), (axis,)
+
+
+def _n_d_plan(
+    op: str, shape: tuple[int, ...], s: Sequence[int] | None, axes: Sequence[int] | None
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The transform lengths and the non-negative axes of an n-D transform of an
+    input of ``shape``, from the user's ``s`` and ``axes``."""
+    ndim = len(shape)
+    if axes is None:
+        # All axes, or the last len(s) when only s is given (NumPy's reading).
+        axes = range(ndim) if s is None else range(ndim - len(s), ndim)
+    axes = tuple(axes)
+    for a in axes:
+        if not -ndim <= a < ndim:
+            raise ValueError(f"fft.{op}: axis {a} is out of range for x of shape {shape}")
+    axes = tuple(a % ndim for a in axes)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"fft.{op}: axes {axes} repeat an axis")
+    if not axes:
+        raise ValueError(f"fft.{op}: no axis to transform (x of shape {shape})")
+    if s is None:
+        s = [-1] * len(axes)
+    if len(s) != len(axes):
+        raise ValueError(f"fft.{op}: s {tuple(s)} and axes {axes} have different lengths")
+    c2r = op in _C2R
+    sizes = []
+    for i, (a, size) in enumerate(zip(axes, s, strict=True)):
+        if size == -1:
+            size = _default_length(shape[a], c2r and i == len(axes) - 1)
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"fft.{op}: s must hold positive ints (or -1), got {tuple(s)}")
+        sizes.append(size)
+    return tuple(sizes), axes
+
+
 # -- the node of the transforms, and the two ways to apply it ----------------------------
 
 
 class Transform(FunctionNode):
     """One discrete Fourier transform of the standard, by name.
 
-    ``sizes`` are the transform lengths (``n`` or ``s``, resolved) and ``axes`` the
-    non-negative axes; the input's lengths along them are read back in backward.
+    The node keeps the user's arguments (``n`` and ``axis``, or ``s`` and ``axes``),
+    not what they resolve to: a default length is the input's, and a define-then-run
+    graph re-run on a new shape takes it from the new input. Each forward resolves
+    them into ``sizes`` (the transform lengths) and ``axes`` (non-negative), which
+    backward reads with the input's shape.
     """
 
-    def __init__(self, name: str, sizes: tuple[int, ...], axes: tuple[int, ...], norm: str) -> None:
+    def __init__(self, name: str, arguments: tuple[Any, Any], norm: str) -> None:
         self.name = name
-        self.sizes = sizes
-        self.axes = axes
+        self.arguments = arguments  # (n, axis) of a 1-D transform, (s, axes) of the others
         self.norm = norm
         self.real_input = False
         self.in_shape: tuple[int, ...] = ()
+        self.sizes: tuple[int, ...] = ()
+        self.axes: tuple[int, ...] = ()
 
     @property
     def label(self) -> str:
         return f"fft.{self.name}"
 
+    def plan(self, shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The transform lengths and the axes for an input of ``shape``."""
+        resolve = _one_d_plan if self.name in _ONE_D else _n_d_plan
+        return resolve(self.name, shape, *self.arguments)
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (x,) = inputs
         self.real_input = bool(self.xp.isdtype(x.dtype, "real floating"))
         self.in_shape = tuple(x.shape)
+        self.sizes, self.axes = self.plan(self.in_shape)
         return (_transform(self.xp, self.name, x, self.sizes, self.axes, self.norm),)
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[_Spec, ...]:
         x = inputs[0]
         _refuse_as_the_library_does(x.xp, self.name, x.dtype)
         shape = list(x.shape)
-        for axis, size in zip(self.axes, self.sizes, strict=True):
+        sizes, axes = self.plan(tuple(shape))
+        for axis, size in zip(axes, sizes, strict=True):
             shape[axis] = size
         if self.name in _R2C:
-            shape[self.axes[-1]] = self.sizes[-1] // 2 + 1
+            shape[axes[-1]] = sizes[-1] // 2 + 1
         convert = _real_dtype if self.name in _C2R else _complex_dtype
         return ((tuple(shape), convert(x.xp, x.dtype)),)
 
@@ -213,49 +273,18 @@ class Transform(FunctionNode):
 
 def _one_d(op: str, x: Any, n: int | None, axis: int, norm: str) -> Variable:
     _check_norm(op, norm)
-    shape = shape_of(x)
-    ndim = len(shape)
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"fft.{op}: axis {axis} is out of range for x of shape {shape}")
-    axis %= ndim
-    if n is None or n == -1:
-        n = _default_length(shape[axis], op in _C2R)
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"fft.{op}: n must be a positive int, got {n!r} (x of shape {shape})")
-    return Transform(op, (n,), (axis,), norm).apply((x,))[0]
+    _one_d_plan(op, shape_of(x), n, axis)  # refuses wrong arguments now
+    return Transform(op, (n, axis), norm).apply((x,))[0]
 
 
 def _n_d(
     op: str, x: Any, s: Sequence[int] | None, axes: Sequence[int] | None, norm: str
 ) -> Variable:
     _check_norm(op, norm)
-    shape = shape_of(x)
-    ndim = len(shape)
-    if axes is None:
-        # All axes, or the last len(s) when only s is given (NumPy's reading).
-        axes = range(ndim) if s is None else range(ndim - len(s), ndim)
-    axes = tuple(axes)
-    for a in axes:
-        if not -ndim <= a < ndim:
-            raise ValueError(f"fft.{op}: axis {a} is out of range for x of shape {shape}")
-    axes = tuple(a % ndim for a in axes)
-    if len(set(axes)) != len(axes):
-        raise ValueError(f"fft.{op}: axes {axes} repeat an axis")
-    if not axes:
-        raise ValueError(f"fft.{op}: no axis to transform (x of shape {shape})")
-    if s is None:
-        s = [-1] * len(axes)
-    if len(s) != len(axes):
-        raise ValueError(f"fft.{op}: s {tuple(s)} and axes {axes} have different lengths")
-    c2r = op in _C2R
-    sizes = []
-    for i, (a, size) in enumerate(zip(axes, s, strict=True)):
-        if size == -1:
-            size = _default_length(shape[a], c2r and i == len(axes) - 1)
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"fft.{op}: s must hold positive ints (or -1), got {tuple(s)}")
-        sizes.append(size)
-    return Transform(op, tuple(sizes), axes, norm).apply((x,))[0]
+    s = None if s is None else tuple(s)
+    axes = None if axes is None else tuple(axes)
+    _n_d_plan(op, shape_of(x), s, axes)  # refuses wrong arguments now
+    return Transform(op, (s, axes), norm).apply((x,))[0]
 
 
 # -- the transforms ----------------------------------------------------------------------
@@ -450,6 +479,8 @@ def ihfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backw
 
 
 def _shift_axes(op: str, x: Any, axes: int | Sequence[int] | None) -> Any:
+    """The user's ``axes`` (checked against ``x``'s shape): kept as given, negative
+    ones too, so that a graph re-run on a new shape counts them in the new input."""
     if axes is None:
         return None
     shape = shape_of(x)
@@ -457,7 +488,7 @@ def _shift_axes(op: str, x: Any, axes: int | Sequence[int] | None) -> Any:
     for a in axes:
         if not -len(shape) <= a < len(shape):
             raise ValueError(f"fft.{op}: axis {a} is out of range for x of shape {shape}")
-    return tuple(a % len(shape) for a in axes)
+    return axes
 
 
 class Shift(FunctionNode):

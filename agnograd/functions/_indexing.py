@@ -278,6 +278,17 @@ def _axis(axis: int, ndim: int, op: str) -> int:
     return axis % ndim
 
 
+def _take_axis(axis: int | None, ndim: int) -> int:
+    if axis is None:
+        if ndim != 1:
+            raise ValueError(
+                f"take: axis is required for an array of {ndim} dimensions (only a "
+                "one-dimensional x may leave it out)"
+            )
+        return 0
+    return _axis(axis, ndim, "take")
+
+
 @ROWS.declare("take")
 def take(x: Any, indices: Any, /, *, axis: int | None = None) -> Variable:
     """Elements of ``x`` at ``indices`` (1-D integer array) along ``axis``.
@@ -298,18 +309,11 @@ def take(x: Any, indices: Any, /, *, axis: int | None = None) -> Variable:
     array([[1., 2.],
            [1., 2.]])
     """
-    ndim = len(shape_of(x))
-    if axis is None:
-        if ndim != 1:
-            raise ValueError(
-                f"take: axis is required for an array of {ndim} dimensions (only a "
-                "one-dimensional x may leave it out)"
-            )
-        axis = 0
-    axis = _axis(axis, ndim, "take")
+    _take_axis(axis, len(shape_of(x)))  # refuses a wrong axis now
 
     def fn(xp: Any, a: Any, i: Any) -> Any:
-        return xp.take(a, i, axis=axis)
+        # Resolved at each call: a graph re-run on a new shape reads the new one.
+        return xp.take(a, i, axis=_take_axis(axis, len(a.shape)))
 
     return gather(fn, x, _index_array(indices, "take"), "Take")
 
@@ -333,11 +337,11 @@ def take_along_axis(x: Any, indices: Any, /, *, axis: int = -1) -> Variable:
     array([[0., 2.],
            [2., 0.]])
     """
-    ndim = len(shape_of(x))
-    axis = _axis(axis, ndim, "take_along_axis")
+    _axis(axis, len(shape_of(x)), "take_along_axis")  # refuses a wrong axis now
 
     def fn(xp: Any, a: Any, i: Any) -> Any:
-        return take_along_axis_of(xp, a, i, axis)
+        # Resolved at each call: a graph re-run on a new shape reads the new one.
+        return take_along_axis_of(xp, a, i, _axis(axis, len(a.shape), "take_along_axis"))
 
     return gather(fn, x, _index_array(indices, "take_along_axis"), "TakeAlongAxis")
 

@@ -168,19 +168,27 @@ def linear(x: Any, W: Any, b: Any = None) -> Variable:  # noqa: N803 - Chainer's
 
 
 class TensorDot(FunctionNode):
+    """``tensordot``; the user's ``axes`` are resolved against the inputs' shapes at
+    each forward (a graph re-run on a new shape takes the new ones) into ``axes1``
+    and ``axes2``, which backward reads."""
+
     _retain_in = (0, 1)
 
-    def __init__(self, axes1: tuple[int, ...], axes2: tuple[int, ...]) -> None:
-        self.axes1 = axes1
-        self.axes2 = axes2
+    def __init__(self, axes: int | tuple[tuple[int, ...], tuple[int, ...]]) -> None:
+        self.given_axes = axes
+        self.axes1: tuple[int, ...] = ()
+        self.axes2: tuple[int, ...] = ()
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (self.xp.tensordot(inputs[0], inputs[1], axes=(self.axes1, self.axes2)),)
+        x1, x2 = inputs
+        self.axes1, self.axes2 = _contracted(tuple(x1.shape), tuple(x2.shape), self.given_axes)
+        return (self.xp.tensordot(x1, x2, axes=(self.axes1, self.axes2)),)
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[Spec, ...]:
         a, b = inputs
-        free1 = [s for i, s in enumerate(a.shape) if i not in self.axes1]
-        free2 = [s for i, s in enumerate(b.shape) if i not in self.axes2]
+        axes1, axes2 = _contracted(a.shape, b.shape, self.given_axes)
+        free1 = [s for i, s in enumerate(a.shape) if i not in axes1]
+        free2 = [s for i, s in enumerate(b.shape) if i not in axes2]
         return (((*free1, *free2), a.xp.result_type(a.dtype, b.dtype)),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -232,7 +240,21 @@ def tensordot(
     array([[2., 2., 2.],
            [2., 2., 2.]])
     """
-    s1, s2 = shape_of(x1), shape_of(x2)
+    if not isinstance(axes, int):
+        if len(axes) != 2 or len(axes[0]) != len(axes[1]):
+            raise ValueError(
+                f"tensordot: axes must be an int or a pair of equally long sequences, got {axes!r}"
+            )
+        axes = (tuple(axes[0]), tuple(axes[1]))
+    _contracted(shape_of(x1), shape_of(x2), axes)  # refuses wrong axes now
+    return TensorDot(axes).apply((x1, x2))[0]
+
+
+def _contracted(
+    s1: tuple[int, ...], s2: tuple[int, ...], axes: int | tuple[tuple[int, ...], tuple[int, ...]]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The non-negative axes of ``x1`` and ``x2`` (of shapes ``s1`` and ``s2``) that
+    ``tensordot(x1, x2, axes=axes)`` contracts."""
     if isinstance(axes, int):
         if axes < 0 or axes > min(len(s1), len(s2)):
             raise ValueError(
@@ -242,10 +264,6 @@ def tensordot(
         a1 = tuple(range(len(s1) - axes, len(s1)))
         a2 = tuple(range(axes))
     else:
-        if len(axes) != 2 or len(axes[0]) != len(axes[1]):
-            raise ValueError(
-                f"tensordot: axes must be an int or a pair of equally long sequences, got {axes!r}"
-            )
         a1 = tuple(_axis(a, len(s1), "tensordot", "x1") for a in axes[0])
         a2 = tuple(_axis(a, len(s2), "tensordot", "x2") for a in axes[1])
         if len(set(a1)) != len(a1) or len(set(a2)) != len(a2):
@@ -255,7 +273,7 @@ def tensordot(
             raise ValueError(
                 f"tensordot: axis {i} of x1 {s1} and axis {j} of x2 {s2} have different sizes"
             )
-    return TensorDot(a1, a2).apply((x1, x2))[0]
+    return a1, a2
 
 
 def _axis(a: int, ndim: int, op: str, name: str) -> int:
@@ -268,15 +286,18 @@ class VecDot(FunctionNode):
     _retain_in = (0, 1)
 
     def __init__(self, axis: int) -> None:
-        self.axis = axis  # negative: counted from the end of the broadcast shape
+        self.given_axis = axis  # the user's: a graph re-run on a new shape resolves it anew
+        self.axis = -1  # negative: counted from the end of the broadcast shape
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (self.xp.vecdot(inputs[0], inputs[1], axis=self.axis),)
+        x1, x2 = inputs
+        self.axis = _vecdot_axis(tuple(x1.shape), tuple(x2.shape), self.given_axis)
+        return (self.xp.vecdot(x1, x2, axis=self.axis),)
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[Spec, ...]:
         a, b = inputs
         shape = list(broadcast_shapes(a.shape, b.shape))
-        del shape[self.axis]
+        del shape[_vecdot_axis(a.shape, b.shape, self.given_axis)]
         return ((tuple(shape), a.xp.result_type(a.dtype, b.dtype)),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -307,7 +328,13 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Variable:
     array([[ 1., -1.],
            [ 1., -1.]])
     """
-    s1, s2 = shape_of(x1), shape_of(x2)
+    _vecdot_axis(shape_of(x1), shape_of(x2), axis)  # refuses a wrong axis now
+    return VecDot(axis).apply((x1, x2))[0]
+
+
+def _vecdot_axis(s1: tuple[int, ...], s2: tuple[int, ...], axis: int) -> int:
+    """``vecdot``'s ``axis`` for inputs of shapes ``s1`` and ``s2``, counted from the
+    end of their broadcast shape (negative)."""
     ndim = max(len(s1), len(s2))
     if not -ndim <= axis < ndim:
         raise ValueError(
@@ -321,7 +348,7 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Variable:
         raise ValueError(
             f"vecdot: the contracted axis {axis} has size {s1[axis]} in x1 but {s2[axis]} in x2"
         )
-    return VecDot(axis).apply((x1, x2))[0]
+    return axis
 
 
 # Derived from the rows. Type checkers cannot evaluate it and take the module's public

@@ -25,7 +25,7 @@ from agnograd.functions._core import (
 from agnograd.functions._linalg import check_matrix, matmul, raw_xp_device, raw_zeros
 from agnograd.functions._linalg_decompositions import svdvals
 from agnograd.functions._linalg_inverse import inv
-from agnograd.functions._manipulation import reshape
+from agnograd.functions._manipulation import expand_dims, reshape
 from agnograd.functions._rows import Rows
 
 ROWS = Rows(__name__)
@@ -50,8 +50,14 @@ class VectorNorm(FunctionNode):
     _retain_in = (0,)
     _retain_out = (0,)
 
-    def __init__(self, axes: tuple[int, ...], keepdims: bool, ord: float) -> None:  # noqa: A002
-        self.axes = axes
+    def __init__(
+        self,
+        axis: int | tuple[int, ...] | None,
+        keepdims: bool,
+        ord: float,  # noqa: A002
+    ) -> None:
+        self.axis = axis  # the user's: a graph re-run on a new shape resolves it anew
+        self.axes: tuple[int, ...] = ()  # non-negative, for the input of the last forward
         self.keepdims = keepdims
         self.ord = ord
         if ord == 0:  # a count of the nonzero elements: piecewise constant
@@ -59,16 +65,18 @@ class VectorNorm(FunctionNode):
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         x = inputs[0]
+        self.axes = normalize_axes(self.axis, len(x.shape), "linalg.vector_norm")
         # All axes as None: some libraries reject an empty tuple for 0-d arrays.
         axis = None if len(self.axes) == len(x.shape) else self.axes
         return (self.xp.linalg.vector_norm(x, axis=axis, keepdims=self.keepdims, ord=self.ord),)
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[Spec, ...]:
         x = inputs[0]
+        axes = normalize_axes(self.axis, len(x.shape), "linalg.vector_norm")
         if self.keepdims:
-            shape = tuple(1 if i in self.axes else s for i, s in enumerate(x.shape))
+            shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
         else:
-            shape = tuple(s for i, s in enumerate(x.shape) if i not in self.axes)
+            shape = tuple(s for i, s in enumerate(x.shape) if i not in axes)
         return ((shape, real_dtype(x.xp, x.dtype)),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -133,10 +141,12 @@ def vector_norm(
         raise ValueError(
             f"linalg.vector_norm: axis {bad} is out of range for an array of 0 dimensions"
         )
-    axes = normalize_axes(axis, len(shape), "linalg.vector_norm")
+    normalize_axes(axis, len(shape), "linalg.vector_norm")  # refuses a wrong axis now
     if isinstance(ord, bool) or not isinstance(ord, int | float):
         raise TypeError(f"linalg.vector_norm: ord must be a real number, got {ord!r}")
-    return VectorNorm(axes, bool(keepdims), ord).apply((x,))[0]
+    if axis is not None and not isinstance(axis, int):
+        axis = tuple(axis)
+    return VectorNorm(axis, bool(keepdims), ord).apply((x,))[0]
 
 
 @ROWS.declare("linalg.matrix_norm")
@@ -166,8 +176,7 @@ def matrix_norm(
     array([[ 0.18257419, -0.36514837],
            [ 0.54772256,  0.73029674]])
     """
-    shape = check_matrix("linalg.matrix_norm", x)
-    batch = shape[:-2]
+    check_matrix("linalg.matrix_norm", x)
     if ord == "fro":
         return vector_norm(x, axis=(-2, -1), keepdims=keepdims)
     if ord in ("nuc", 2, -2):
@@ -181,7 +190,9 @@ def matrix_norm(
         raise ValueError(
             f"linalg.matrix_norm: ord must be 'fro', 'nuc', 1, -1, 2, -2, inf or -inf, got {ord!r}"
         )
-    return reshape(y, (*batch, 1, 1)) if keepdims else y
+    # Axes inserted, not a reshape to the batch shape: a graph re-run on a new shape
+    # takes it from its input.
+    return expand_dims(y, axis=(-2, -1)) if keepdims else y
 
 
 # -- products, powers, diagonals ---------------------------------------------------------
@@ -327,7 +338,8 @@ def outer(x1: Any, x2: Any, /) -> Variable:
     s1, s2 = shape_of(x1), shape_of(x2)
     if len(s1) != 1 or len(s2) != 1:
         raise ValueError(f"linalg.outer: x1 and x2 must be 1-D, got shapes {s1} and {s2}")
-    return _table("multiply")(reshape(x1, (s1[0], 1)), reshape(x2, (1, s2[0])))
+    # -1, not the lengths: a define-then-run graph takes them from its inputs at each run.
+    return _table("multiply")(reshape(x1, (-1, 1)), reshape(x2, (1, -1)))
 
 
 class Cross(FunctionNode):

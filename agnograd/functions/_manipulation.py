@@ -128,10 +128,77 @@ def matrix_transpose(x: Any, /) -> Variable:
     >>> F.matrix_transpose(np.zeros((4, 2, 3))).shape
     (4, 3, 2)
     """
-    ndim = len(shape_of(x))
-    if ndim < 2:
+    if len(shape_of(x)) < 2:
         raise ValueError(f"matrix_transpose: needs at least 2 dimensions, got shape {shape_of(x)}")
-    return PermuteDims((*range(ndim - 2), ndim - 1, ndim - 2)).apply((x,))[0]
+    return MatrixTranspose().apply((x,))[0]
+
+
+class MatrixTranspose(FunctionNode):
+    # Its own node, not a PermuteDims: the permutation depends on the number of axes,
+    # which a graph re-run on a new shape takes from the new input.
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (self.xp.matrix_transpose(inputs[0]),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (gy,) = grad_outputs
+        return (namespace_of(gy).matrix_transpose(gy),)
+
+
+def _expanded(shape: tuple[int, ...], axis: int | tuple[int, ...]) -> tuple[int, ...]:
+    """The shape ``expand_dims(x, axis=axis)`` gives ``x`` of ``shape``."""
+    try:
+        axes = tuple(map(operator.index, axis if isinstance(axis, tuple) else (axis,)))
+    except TypeError:
+        raise TypeError(
+            f"expand_dims: axis must be an int or a tuple of ints, got {axis!r}"
+        ) from None
+    ndim = len(shape) + len(axes)
+    for a in axes:
+        if not -ndim <= a < ndim:
+            raise IndexError(
+                f"expand_dims: axis {a} is out of range for a result of {ndim} dimensions"
+            )
+    new = sorted(a % ndim for a in axes)
+    if len(set(new)) != len(new):
+        raise ValueError(f"expand_dims: axis {axis} names the same axis twice")
+    result = list(shape)
+    for a in new:
+        result.insert(a, 1)
+    return tuple(result)
+
+
+def _squeezed(shape: tuple[int, ...], axis: int | tuple[int, ...]) -> tuple[int, ...]:
+    """The shape ``squeeze(x, axis=axis)`` gives ``x`` of ``shape``."""
+    axes = normalize_axes(axis, len(shape), "squeeze")
+    for a in axes:
+        if shape[a] != 1:
+            raise ValueError(f"squeeze: axis {a} has length {shape[a]}, not 1 (shape {shape})")
+    return tuple(s for i, s in enumerate(shape) if i not in axes)
+
+
+class _Relayout(FunctionNode):
+    """A reshape that inserts or removes axes of length one, its shape derived from
+    the input's at every run (a graph re-run on a new shape gets the new layout) and
+    the user's ``axis``."""
+
+    def __init__(self, axis: int | tuple[int, ...]) -> None:
+        self.axis = axis
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (gy,) = grad_outputs
+        return (namespace_of(gy).reshape(gy, input_shape(self)),)
+
+
+class ExpandDims(_Relayout):
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (x,) = inputs
+        return (self.xp.reshape(x, _expanded(tuple(x.shape), self.axis)),)
+
+
+class Squeeze(_Relayout):
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (x,) = inputs
+        return (self.xp.reshape(x, _squeezed(tuple(x.shape), self.axis)),)
 
 
 @ROWS.declare("expand_dims")
@@ -150,25 +217,8 @@ def expand_dims(x: Any, /, axis: int | tuple[int, ...] = 0) -> Variable:
     """
     # The signature takes 2023.12's default (axis=0) and 2025.12's tuples of axes, and
     # lets axis be given by position as 2024.12 does: a superset of the three.
-    shape = list(shape_of(x))
-    try:
-        axes = tuple(map(operator.index, axis if isinstance(axis, tuple) else (axis,)))
-    except TypeError:
-        raise TypeError(
-            f"expand_dims: axis must be an int or a tuple of ints, got {axis!r}"
-        ) from None
-    ndim = len(shape) + len(axes)
-    for a in axes:
-        if not -ndim <= a < ndim:
-            raise IndexError(
-                f"expand_dims: axis {a} is out of range for a result of {ndim} dimensions"
-            )
-    new = sorted(a % ndim for a in axes)
-    if len(set(new)) != len(new):
-        raise ValueError(f"expand_dims: axis {axis} names the same axis twice")
-    for a in new:
-        shape.insert(a, 1)
-    return reshape(x, tuple(shape))
+    _expanded(shape_of(x), axis)  # refuses a wrong axis now, not when the graph runs
+    return ExpandDims(axis).apply((x,))[0]
 
 
 @ROWS.declare("squeeze")
@@ -181,12 +231,8 @@ def squeeze(x: Any, /, axis: int | tuple[int, ...]) -> Variable:
     >>> F.squeeze(np.zeros((1, 3, 1)), axis=(0, 2)).shape
     (3,)
     """
-    shape = shape_of(x)
-    axes = normalize_axes(axis, len(shape), "squeeze")
-    for a in axes:
-        if shape[a] != 1:
-            raise ValueError(f"squeeze: axis {a} has length {shape[a]}, not 1 (shape {shape})")
-    return reshape(x, tuple(s for i, s in enumerate(shape) if i not in axes))
+    _squeezed(shape_of(x), axis)
+    return Squeeze(axis).apply((x,))[0]
 
 
 class Concat(FunctionNode):
@@ -248,6 +294,16 @@ def stack(arrays: Sequence[Any], /, *, axis: int = 0) -> Variable:
     return Stack(axis).apply(tuple(arrays))[0]
 
 
+class BroadcastArrays(FunctionNode):
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        # The shape comes from the inputs at every run, not from the build.
+        return tuple(self.xp.broadcast_arrays(*inputs))
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        # The engine sums each gradient back to its input's shape.
+        return tuple([grad_outputs[i] for i in indexes])
+
+
 @ROWS.declare("broadcast_arrays")
 def broadcast_arrays(*arrays: Any) -> tuple[Variable, ...]:
     """Broadcast the arrays against each other; each gradient is summed back. A tuple,
@@ -261,8 +317,10 @@ def broadcast_arrays(*arrays: Any) -> tuple[Variable, ...]:
     >>> a.shape, b.shape
     ((2, 3), (2, 3))
     """
-    shape = broadcast_shapes(*(shape_of(a) for a in arrays))
-    return tuple([broadcast_to(a, shape) for a in arrays])
+    if not arrays:
+        return ()
+    broadcast_shapes(*(shape_of(a) for a in arrays))  # refuses the shapes now
+    return BroadcastArrays().apply(arrays)
 
 
 # A pure function of shapes: no arrays, nothing to differentiate.
@@ -318,19 +376,10 @@ def flip(x: Any, /, *, axis: int | tuple[int, ...] | None = None) -> Variable:
     return Flip(axis).apply((x,))[0]
 
 
-@ROWS.declare("moveaxis")
-def moveaxis(
-    x: Any, source: int | tuple[int, ...], destination: int | tuple[int, ...], /
-) -> Variable:
-    """Move the axes ``source`` to the positions ``destination``; the others keep their order.
-
-    Examples
-    --------
-    >>> import numpy as np, agnograd
-    >>> agnograd.namespace(np).moveaxis(np.zeros((2, 3, 4)), 0, -1).shape
-    (3, 4, 2)
-    """
-    ndim = len(shape_of(x))
+def _moved(
+    ndim: int, source: int | tuple[int, ...], destination: int | tuple[int, ...]
+) -> tuple[int, ...]:
+    """The permutation of ``ndim`` axes that ``moveaxis(x, source, destination)`` is."""
     src = (source,) if isinstance(source, int) else tuple(source)
     dst = (destination,) if isinstance(destination, int) else tuple(destination)
     if len(src) != len(dst):
@@ -346,7 +395,39 @@ def moveaxis(
     order = [a for a in range(ndim) if a not in src]
     for d, s in sorted(zip(dst, src, strict=True)):
         order.insert(d, s)
-    return permute_dims(x, tuple(order))
+    return tuple(order)
+
+
+class MoveAxis(PermuteDims):
+    """``moveaxis``: a permutation derived from the user's axes and the input's number
+    of axes at each run (a graph re-run on a new shape takes the new one)."""
+
+    def __init__(self, source: int | tuple[int, ...], destination: int | tuple[int, ...]) -> None:
+        self.source = source
+        self.destination = destination
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        self.axes = _moved(len(inputs[0].shape), self.source, self.destination)
+        return super().forward(inputs)
+
+
+@ROWS.declare("moveaxis")
+def moveaxis(
+    x: Any, source: int | tuple[int, ...], destination: int | tuple[int, ...], /
+) -> Variable:
+    """Move the axes ``source`` to the positions ``destination``; the others keep their order.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> agnograd.namespace(np).moveaxis(np.zeros((2, 3, 4)), 0, -1).shape
+    (3, 4, 2)
+    """
+    _moved(len(shape_of(x)), source, destination)  # refuses wrong axes now
+    # Copies of the user's sequences, which the node keeps.
+    source = source if isinstance(source, int) else tuple(source)
+    destination = destination if isinstance(destination, int) else tuple(destination)
+    return MoveAxis(source, destination).apply((x,))[0]
 
 
 def _one_axis(axis: int, ndim: int, op: str, name: str) -> int:
@@ -361,22 +442,24 @@ class Repeat(FunctionNode):
 
     def __init__(self, repeats: int, axis: int) -> None:
         self.repeats = repeats
-        self.axis = axis
+        self.axis = axis  # the user's, resolved for each input's number of axes
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (self.xp.repeat(inputs[0], self.repeats, axis=self.axis),)
+        (x,) = inputs
+        axis = _one_axis(self.axis, len(x.shape), "repeat", "the")
+        return (self.xp.repeat(x, self.repeats, axis=axis),)
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:
         (x,) = inputs
         shape = list(x.shape)
-        shape[self.axis] *= self.repeats
+        shape[_one_axis(self.axis, len(shape), "repeat", "the")] *= self.repeats
         return ((tuple(shape), x.dtype),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
         xp = namespace_of(gy)
         shape = input_shape(self)
-        axis = self.axis
+        axis = _one_axis(self.axis, len(shape), "repeat", "the")
         split = (*shape[:axis], shape[axis], self.repeats, *shape[axis + 1 :])
         return (xp.sum(xp.reshape(gy, split), axis=axis + 1),)
 
@@ -402,8 +485,7 @@ def repeat(x: Any, repeats: Any, /, *, axis: int | None = None) -> Variable:
     if axis is None:
         x = reshape(x, (-1,))
         axis = 0
-    ndim = len(shape_of(x))
-    axis = _one_axis(axis, ndim, "repeat", "the")
+    _one_axis(axis, len(shape_of(x)), "repeat", "the")  # refuses a wrong axis now
     if isinstance(repeats, int) and not isinstance(repeats, bool):
         if repeats < 0:
             raise ValueError(f"repeat: repeats must not be negative, got {repeats}")
@@ -510,13 +592,28 @@ def tile(x: Any, repetitions: tuple[int, ...], /) -> Variable:
 
 
 class Unstack(FunctionNode):
-    def __init__(self, axis: int) -> None:
-        self.axis = axis
+    """``unstack``: as many outputs as ``x`` has elements along ``axis`` when the
+    graph is built. A graph is made of its nodes, so that count cannot follow a new
+    input shape: a run on another length is refused."""
+
+    def __init__(self, axis: int, shape: tuple[int, ...]) -> None:
+        self.axis = axis  # as given (counted from the end where negative)
+        self.built_shape = shape
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (x,) = inputs
-        lead = (slice(None),) * self.axis
-        return tuple(x[(*lead, i, ...)] for i in range(x.shape[self.axis]))
+        shape = tuple(x.shape)
+        axis = _one_axis(self.axis, len(shape), "unstack", "the")
+        count = self.built_shape[self.axis]
+        if shape[axis] != count:
+            raise ValueError(
+                f"unstack: the graph was built for x of shape {self.built_shape}, split into "
+                f"{count} arrays along axis {self.axis}, and now runs on x of shape {shape}, "
+                f"of length {shape[axis]} there; a graph cannot change its number of "
+                "outputs: build it again for the new shape (or run it eagerly)"
+            )
+        lead = (slice(None),) * axis
+        return tuple(x[(*lead, i, ...)] for i in range(count))
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         present = next(g for g in grad_outputs if g is not None)
@@ -530,12 +627,16 @@ class Unstack(FunctionNode):
                     zeros = xp.zeros_like(present)
                 g = zeros
             parts.append(g)
+        # A negative axis of x is the same axis of the stack (both have x's ndim).
         return (xp.stack(parts, axis=self.axis),)
 
 
 @ROWS.declare("unstack")
 def unstack(x: Any, /, *, axis: int = 0) -> tuple[Variable, ...]:
     """Split ``x`` along ``axis`` into a tuple of arrays (the inverse of :func:`stack`).
+
+    A define-then-run graph has as many outputs as ``x`` had elements along ``axis``
+    when it was built, and refuses to run on another length.
 
     Examples
     --------
@@ -544,8 +645,9 @@ def unstack(x: Any, /, *, axis: int = 0) -> tuple[Variable, ...]:
     >>> a, b
     (variable([1., 3.]), variable([2., 4.]))
     """
-    ndim = len(shape_of(x))
-    return Unstack(_one_axis(axis, ndim, "unstack", "the")).apply((x,))
+    shape = shape_of(x)
+    _one_axis(axis, len(shape), "unstack", "the")
+    return Unstack(axis, shape).apply((x,))
 
 
 class AsType(FunctionNode):

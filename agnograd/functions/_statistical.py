@@ -393,14 +393,16 @@ def std(
 class CumulativeSum(FunctionNode):
     fn = "cumulative_sum"
 
-    def __init__(self, axis: int, include_initial: bool, dtype: Any = None) -> None:
-        self.axis = axis
+    def __init__(self, axis: int | None, include_initial: bool, dtype: Any = None) -> None:
+        self.given_axis = axis  # the user's: a graph re-run on a new shape resolves it anew
+        self.axis = 0  # non-negative, resolved for the input of the last forward
         self.include_initial = include_initial
         self.kwargs = _dtype_kwargs(dtype)
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         fn = getattr(self.xp, self.fn)
         x = inputs[0]
+        self.axis = _single_axis(self.given_axis, len(x.shape), self.fn)
         return (fn(x, axis=self.axis, include_initial=self.include_initial, **self.kwargs),)
 
     def _trim(self, a: Any) -> Any:
@@ -435,7 +437,7 @@ def cumulative_sum(
     >>> F.sum(y).backward(); x.grad
     array([3., 2., 1.])
     """
-    axis = _single_axis(axis, len(shape_of(x)), "cumulative_sum")
+    _single_axis(axis, len(shape_of(x)), "cumulative_sum")  # refuses a wrong axis now
     return CumulativeSum(axis, include_initial, dtype).apply((_cast(x, dtype),))[0]
 
 
@@ -505,7 +507,7 @@ def cumulative_prod(
     >>> F.sum(y).backward(); x.grad
     array([1., 8., 0.])
     """
-    axis = _single_axis(axis, len(shape_of(x)), "cumulative_prod")
+    _single_axis(axis, len(shape_of(x)), "cumulative_prod")  # refuses a wrong axis now
     return CumulativeProd(axis, include_initial, dtype).apply((_cast(x, dtype),))[0]
 
 

@@ -27,11 +27,18 @@ def _zeros(like: Any, shape: tuple[int, ...], raw_only: bool = False) -> Any:
     return Variable._new(zeros, False)
 
 
+def _axis(axis: int, ndim: int) -> int:
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"diff: axis {axis} is out of range for an array of {ndim} dimensions")
+    return axis % ndim
+
+
 class Diff(FunctionNode):
     """``n``-th forward difference along ``axis`` of ``concat([prepend, x, append])``."""
 
     def __init__(self, axis: int, n: int, has_prepend: bool, has_append: bool) -> None:
-        self.axis = axis
+        self.given_axis = axis  # the user's: a graph re-run on a new shape resolves it anew
+        self.axis = 0  # non-negative, resolved for the inputs of the last forward
         self.n = n
         self.has_prepend = has_prepend
         self.has_append = has_append
@@ -46,12 +53,14 @@ class Diff(FunctionNode):
             kwargs["prepend"] = prepend
         if append is not None:
             kwargs["append"] = append
+        self.axis = _axis(self.given_axis, len(inputs[0].shape))
         return (self.xp.diff(inputs[0], axis=self.axis, n=self.n, **kwargs),)
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:
         x = inputs[0]
         shape = list(x.shape)
-        shape[self.axis] = max(sum(a.shape[self.axis] for a in inputs) - self.n, 0)
+        axis = _axis(self.given_axis, len(shape))
+        shape[axis] = max(sum(a.shape[axis] for a in inputs) - self.n, 0)
         dtype = x.dtype
         if len(inputs) > 1:
             dtype = x.__array_namespace__().result_type(*(a.dtype for a in inputs))
@@ -114,12 +123,9 @@ def diff(
     >>> xp.sum(y * np.array([1.0, 2.0, 3.0])).backward(); x.grad
     array([-1., -1., -1.,  3.])
     """
-    ndim = len(shape_of(x))
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"diff: axis {axis} is out of range for an array of {ndim} dimensions")
+    _axis(axis, len(shape_of(x)))  # refuses a wrong axis now
     if not isinstance(n, int) or n < 0:
         raise ValueError(f"diff: n must be a non-negative int, got {n!r}")
-    axis %= ndim
     if n == 0:  # x unchanged, prepend and append ignored (NumPy, PyTorch, array-api-strict)
         return Diff(axis, 0, False, False).apply((x,))[0]
     inputs = [x]

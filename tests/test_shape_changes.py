@@ -1,0 +1,398 @@
+"""A static graph re-run on inputs of a new shape computes what eager would.
+
+"Shapes in a static graph are derived from the inputs at every run, never stored
+from the build" (the design). Every function of agnograd's differentiable
+namespace is called once here, its graph built under ``auto_forward(False)`` on
+inputs of one shape; then its leaves are fed arrays of another shape (a longer
+leading axis, an axis shrunk to one, another last axis, one more axis) and the
+graph is run again: walked (``compile_after=None``), by the plan ``y.forward()``
+compiles (``compile_after=0``) and by the plan of ``agnograd._compiled.compile``.
+The values and the gradients (seeded with ones) must be those of eager on the new
+inputs, on NumPy, array-api-strict and PyTorch. A function whose number of outputs
+is the new shape's (``unstack``) refuses the run with an error that names it, and
+a call that eager refuses on the new inputs (an argument given for the old shape)
+must be refused by the graph too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import agnograd
+from agnograd import Variable, _compiled, _replay
+from agnograd._printing import to_numpy
+from agnograd.functions._table import DIFFERENTIABLE
+from agnograd.testing import backend_namespace
+from agnograd.testing._domains_linalg import (
+    gram,
+    power_sums,
+    symmetric,
+    without_gauge_eig,
+    without_signs_eigh,
+    without_signs_svd,
+)
+
+pytest.importorskip("torch")
+pytest.importorskip("array_api_strict")
+
+BACKENDS = ("numpy", "array_api_strict", "torch")
+
+Shape = tuple[int, ...]
+
+#: The shape the graphs are built for, and the shapes they are run on next.
+BUILT: Shape = (2, 3, 4)
+CHANGES: dict[str, Shape] = {
+    "longer-leading-axis": (5, 3, 4),
+    "axis-shrunk-to-one": (2, 1, 4),
+    "other-last-axis": (2, 3, 5),
+    "extra-leading-axis": (2, 2, 3, 4),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Input:
+    """One input of a case: its shape from the case's shape ``s``, and its values."""
+
+    shape: Callable[[Shape], Shape] = lambda s: s
+    kind: str = "real"  # "real", "complex", "bool", "index" (integers below s[-1])
+    low: float = 0.5
+    high: float = 2.0
+    # Host-side conditioning of a square matrix (inv, eig, ...): + scale * diag(1..n).
+    diagonal: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """A call of the namespace function ``name`` on its inputs (as leaves)."""
+
+    name: str
+    inputs: tuple[Input, ...] = (Input(),)
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    args: tuple[Any, ...] = ()
+    pre: Callable[..., tuple[Any, ...]] | None = None
+    post: Callable[[Any], Any] | None = None
+    sequence: bool = False  # the inputs go in one list (concat, stack)
+    id: str = ""
+
+    def __call__(self, *xs: Any) -> Any:
+        xp = xs[0].__array_namespace__()
+        fn = self.function(xp)
+        args = self.args
+        if self.name == "astype":  # the dtype of the inputs' library
+            args = tuple(getattr(xp, a) for a in args)
+        if self.pre is not None:
+            xs = self.pre(*xs)
+        if self.sequence:
+            result = fn(list(xs), *args, **self.kwargs)
+        else:
+            result = fn(*xs, *args, **self.kwargs)
+        return result if self.post is None else self.post(result)
+
+    def function(self, xp: Any) -> Callable[..., Any]:
+        fn = xp
+        for part in self.name.split("."):
+            fn = getattr(fn, part)
+        return fn
+
+    def arrays(self, backend: str, shape: Shape) -> list[Any]:
+        """The inputs for the case's shape ``shape``, float64 (complex128) arrays of
+        ``backend`` seeded by the case and the shape."""
+        rng = np.random.default_rng(zlib.crc32(f"{self.name}{self.id}{shape}".encode()))
+        xp = backend_namespace(backend)
+        out = []
+        for spec in self.inputs:
+            s = spec.shape(shape)
+            if spec.kind == "bool":
+                a: Any = rng.uniform(size=s) < 0.5
+            elif spec.kind == "index":
+                a = rng.integers(0, shape[-1], size=s)
+            else:
+                a = rng.uniform(spec.low, spec.high, s)
+                if spec.kind == "complex":
+                    a = a + 1j * rng.uniform(spec.low, spec.high, s)
+                if spec.diagonal:  # on the leading square block
+                    n = min(s[-2:])
+                    a[..., :n, :n] += spec.diagonal * np.diag(np.arange(1.0, n + 1))
+            out.append(xp.asarray(a))
+        return out
+
+
+def _square(s: Shape) -> Shape:
+    return (*s[:-2], s[-1], s[-1])
+
+
+def _swap(s: Shape) -> Shape:
+    return (*s[:-2], s[-1], s[-2])
+
+
+# -- the cases, by the namespace's function names ---------------------------------------
+
+_SMALL = Input(low=0.1, high=0.9)
+_UNARY = {
+    name: Case(name)
+    for name in [
+        *("abs", "asinh", "atan", "cos", "cosh", "exp", "expm1", "log", "log10", "log1p"),
+        *("log2", "negative", "positive", "reciprocal", "sin", "sinh", "sqrt", "square"),
+        *("tan", "tanh"),
+    ]
+}
+_UNARY.update(
+    {
+        "acos": Case("acos", (_SMALL,)),
+        "asin": Case("asin", (_SMALL,)),
+        "atanh": Case("atanh", (_SMALL,)),
+        "acosh": Case("acosh", (Input(low=1.5, high=3.0),)),
+        "conj": Case("conj", (Input(kind="complex"),)),
+        "real": Case("real", (Input(kind="complex"),)),
+        "imag": Case("imag", (Input(kind="complex"),)),
+    }
+)
+# The second operand broadcasts (its leading axis is missing).
+_BROADCAST = (Input(), Input(lambda s: s[1:]))
+_BINARY = {
+    name: Case(name, _BROADCAST)
+    for name in [
+        *("add", "atan2", "copysign", "divide", "hypot", "logaddexp", "maximum", "minimum"),
+        *("multiply", "pow", "remainder", "subtract"),
+    ]
+}
+# Square matrices, well conditioned; and with eigenvalues (singular values) apart.
+_INVERTIBLE = Input(_square, diagonal=1.0)
+_APART = Input(_square, low=0.1, high=0.3, diagonal=2.0)
+
+CASES: list[Case] = [
+    *_UNARY.values(),
+    *_BINARY.values(),
+    Case("clip", kwargs={"min": 0.8, "max": 1.5}),
+    Case("where", (Input(kind="bool"), Input(), Input(lambda s: s[1:]))),
+    # statistical
+    Case("sum", kwargs={"axis": (0, -1)}),
+    Case("prod", kwargs={"axis": 0}),
+    Case("mean", kwargs={"axis": -1, "keepdims": True}),
+    Case("max", kwargs={"axis": -1}),
+    Case("min"),
+    Case("var", kwargs={"axis": -1, "correction": 1}),
+    Case("std", kwargs={"axis": 0}),
+    Case("cumulative_sum", kwargs={"axis": -1, "include_initial": True}),
+    Case("cumulative_prod", kwargs={"axis": 0}),
+    Case("diff", kwargs={"axis": -1, "n": 1}),
+    # manipulation
+    Case("astype", args=("float32",)),
+    Case("broadcast_arrays", pre=lambda x: (x, x[:1])),
+    Case("broadcast_to", (Input(lambda s: s[1:]),), args=(BUILT,)),
+    Case("reshape", args=((-1, 4),)),
+    Case("expand_dims", kwargs={"axis": (0, 2)}),
+    Case("expand_dims", kwargs={"axis": -1}, id="last"),
+    Case("squeeze", (Input(lambda s: (s[0], 1, *s[1:])),), kwargs={"axis": 1}),
+    Case("squeeze", (Input(lambda s: (*s, 1)),), kwargs={"axis": -1}, id="last"),
+    Case("concat", (Input(), Input()), kwargs={"axis": -1}, sequence=True),
+    Case("concat", (Input(), Input()), kwargs={"axis": None}, sequence=True, id="flat"),
+    Case("stack", (Input(), Input()), kwargs={"axis": 1}, sequence=True),
+    Case("flip", kwargs={"axis": (0, 2)}),
+    Case("moveaxis", args=(0, -1)),
+    Case("permute_dims", args=((2, 0, 1),)),
+    Case("matrix_transpose"),
+    Case("linalg.matrix_transpose"),
+    Case("repeat", args=(2,), kwargs={"axis": 1}),
+    Case("repeat", args=(2,), id="flat"),
+    Case("roll", args=((1, 2),), kwargs={"axis": (0, -1)}),
+    Case("tile", args=((2, 1, 1),)),
+    Case("unstack", kwargs={"axis": 0}),
+    Case("unstack", kwargs={"axis": -1}, id="last"),
+    # creation (differentiable)
+    Case("meshgrid", (Input(lambda s: s[:1]), Input(lambda s: s[-1:])), kwargs={"indexing": "ij"}),
+    Case("tril", kwargs={"k": 1}),
+    Case("triu", kwargs={"k": -1}),
+    # searching, sorting, indexing
+    Case("sort", kwargs={"axis": -1, "descending": True}),
+    Case("take", (Input(), Input(lambda s: (2,), kind="index")), kwargs={"axis": -1}),
+    Case("take_along_axis", (Input(), Input(kind="index")), kwargs={"axis": -1}),
+    # linear algebra
+    Case("matmul", (Input(), Input(_swap))),
+    Case("linalg.matmul", (Input(), Input(_swap))),
+    Case("vecdot", (Input(), Input()), kwargs={"axis": -1}),
+    Case("linalg.vecdot", (Input(), Input()), kwargs={"axis": 0}),
+    Case("tensordot", (Input(), Input(lambda s: (*s[1:], 2))), kwargs={"axes": 2}),
+    Case("linalg.tensordot", (Input(), Input(lambda s: (s[-1], 3))), kwargs={"axes": 1}),
+    Case("linalg.outer", (Input(lambda s: s[-1:]), Input(lambda s: s[:1]))),
+    Case("linalg.cross", (Input(lambda s: (*s[:-1], 3)),) * 2, kwargs={"axis": -1}),
+    Case("linalg.diagonal", kwargs={"offset": 1}),
+    Case("linalg.trace", kwargs={"offset": -1}),
+    Case("linalg.det", (_INVERTIBLE,)),
+    Case("linalg.slogdet", (_INVERTIBLE,)),
+    Case("linalg.inv", (_INVERTIBLE,)),
+    Case("linalg.matrix_power", (Input(_square, low=0.1, high=0.5),), args=(3,)),
+    Case("linalg.solve", (_INVERTIBLE, Input(lambda s: (*s[:-2], s[-1], 2)))),
+    Case("linalg.cholesky", (_INVERTIBLE,), pre=gram),
+    Case("linalg.eigh", (_APART,), pre=symmetric, post=without_signs_eigh),
+    Case("linalg.eigvalsh", (_APART,), pre=symmetric),
+    Case("linalg.eig", (_APART,), post=without_gauge_eig),
+    Case("linalg.eigvals", (_APART,), post=power_sums),
+    Case("linalg.qr", (Input(lambda s: (*s[:-2], s[-1] + 1, s[-1]), diagonal=1.0),)),
+    Case("linalg.pinv", (Input(_swap, diagonal=1.0),)),
+    Case("linalg.svd", (_APART,), kwargs={"full_matrices": False}, post=without_signs_svd),
+    Case("linalg.svdvals", (_APART,)),
+    Case("linalg.matrix_norm", kwargs={"ord": "fro", "keepdims": True}),
+    Case("linalg.matrix_norm", (_APART,), kwargs={"ord": "nuc", "keepdims": True}, id="nuc"),
+    Case("linalg.vector_norm", kwargs={"axis": (0, -1), "ord": 3}),
+]
+
+_COMPLEX = Input(kind="complex")
+for _name in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft"):
+    _in = Input() if _name in ("rfft", "ihfft") else _COMPLEX
+    CASES += [
+        Case(f"fft.{_name}", (_in,)),
+        Case(f"fft.{_name}", (_in,), kwargs={"axis": 0, "norm": "ortho"}, id="axis0"),
+        Case(f"fft.{_name}", (_in,), kwargs={"n": 6, "axis": 1}, id="n6"),
+    ]
+for _name in ("fftn", "ifftn", "rfftn", "irfftn"):
+    _in = Input() if _name == "rfftn" else _COMPLEX
+    CASES += [
+        Case(f"fft.{_name}", (_in,)),
+        Case(f"fft.{_name}", (_in,), kwargs={"axes": (-1, 0), "norm": "forward"}, id="axes"),
+        Case(f"fft.{_name}", (_in,), kwargs={"s": (4, -1), "axes": (0, 1)}, id="s"),
+    ]
+for _name in ("fftshift", "ifftshift"):
+    CASES += [
+        Case(f"fft.{_name}"),
+        Case(f"fft.{_name}", kwargs={"axes": (0, -1)}, id="axes"),
+    ]
+
+#: Functions whose number of outputs is the input's length along an axis: a graph
+#: built for one length refuses to run on another.
+REFUSED = {"unstack"}
+
+
+def _id(case: Case) -> str:
+    return f"{case.name}-{case.id}" if case.id else case.name
+
+
+def test_every_differentiable_function_has_a_case() -> None:
+    assert {case.name for case in CASES} == set(DIFFERENTIABLE)
+
+
+# -- running a case -----------------------------------------------------------------------
+
+
+def _combined(result: Any) -> Any:
+    """One array of a function's result: its outputs flattened and joined."""
+    if isinstance(result, Variable):
+        return result
+    xp = result[0].__array_namespace__()
+    return xp.concat([xp.reshape(r, (-1,)) for r in result])
+
+
+def _ones(y: Variable) -> Any:
+    assert y.shape is not None
+    return y.xp.ones(y.shape, dtype=y.dtype)
+
+
+def _results(y: Variable, leaves: list[Variable]) -> list[np.ndarray | None]:
+    return [to_numpy(y.array), *(None if x.grad is None else to_numpy(x.grad) for x in leaves)]
+
+
+def eager(case: Case, arrays: list[Any]) -> tuple[list[np.ndarray | None], int]:
+    """The values and gradients of ``case`` run eagerly on ``arrays``, and its count
+    of outputs."""
+    leaves = [Variable(a) for a in arrays]
+    result = case(*leaves)
+    y = _combined(result)
+    y.backward(grad=_ones(y))
+    return _results(y, leaves), 1 if isinstance(result, Variable) else len(result)
+
+
+def assert_same(got: list[Any], want: list[Any], what: str) -> None:
+    assert len(got) == len(want), what
+    for i, (a, b) in enumerate(zip(got, want, strict=True)):
+        part = f"{what}: " + ("value" if i == 0 else f"gradient of input {i - 1}")
+        if b is None:
+            assert a is None, part
+            continue
+        assert a is not None, part
+        assert (a.shape, a.dtype) == (b.shape, b.dtype), part
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=part)
+
+
+class Static:
+    """The graph of a case built on one set of arrays, run by one of three means."""
+
+    def __init__(self, case: Case, arrays: list[Any], means: str) -> None:
+        self.leaves = [Variable(a) for a in arrays]
+        with agnograd.auto_forward(False):
+            result = case(*self.leaves)
+            self.outputs = 1 if isinstance(result, Variable) else len(result)
+            self.y = _combined(result)
+        assert self.y.array is None, "the graph was computed while it was built"
+        self.means = means
+        self.plan = _compiled.compile(self.y) if means == "compile" else None
+
+    def feed(self, arrays: list[Any]) -> None:
+        for leaf, a in zip(self.leaves, arrays, strict=True):
+            leaf.d = a
+
+    def run(self) -> list[np.ndarray | None]:
+        for leaf in self.leaves:
+            leaf.cleargrad()
+        y = self.y
+        if self.plan is not None:
+            self.plan.forward()
+            self.plan.backward([_ones(y)])
+        else:
+            after = None if self.means == "walk" else 0
+            with agnograd.using_config("compile_after", after):
+                y.forward()
+                y.backward(grad=_ones(y))
+        return _results(y, self.leaves)
+
+    def planned(self) -> bool:
+        """Whether the last ``y.forward()`` ran a plan (the means "replay")."""
+        state = _replay._replays.get(self.y._node)
+        return state is not None and bool(state.plans)
+
+
+MEANS = ("walk", "replay", "compile")
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_a_static_graph_follows_its_inputs_shapes(case: Case, backend: str) -> None:
+    built = case.arrays(backend, BUILT)
+    before, built_outputs = eager(case, built)
+    for means in MEANS:
+        for change, shape in CHANGES.items():
+            what = f"{means}, {change}"
+            # A graph for each change: the replay plans again only after as many runs
+            # as it walked since its last plan.
+            static = Static(case, built, means)
+            assert_same(static.run(), before, f"{means}, built shape")
+            arrays = case.arrays(backend, shape)
+            static.feed(arrays)
+            try:
+                want, outputs = eager(case, arrays)
+            except Exception:  # the arguments do not fit the new shape: refused eagerly
+                with pytest.raises(Exception):  # noqa: B017, PT011 - eager's, whichever
+                    static.run()
+                continue
+            if outputs != built_outputs:
+                assert case.name in REFUSED, f"{what}: {outputs} outputs, not {built_outputs}"
+                with pytest.raises(ValueError, match=case.name) as refused:
+                    static.run()
+                message = str(refused.value)
+                assert str(BUILT) in message, message
+                assert str(shape) in message, message
+                continue
+            # The replay walks a graph whose shapes changed twice before its next plan.
+            for _ in range(3 if means == "replay" else 1):
+                assert_same(static.run(), want, what)
+            if means == "replay":
+                assert static.planned(), f"{what}: the third run after the change ran no plan"
