@@ -178,8 +178,9 @@ def _seed(
     y: Variable, gy: Any, index: int, loss_scale: float | None, double: bool, op: str
 ) -> tuple[VariableNode, Any]:
     """The initial gradient of output ``y``, given as ``grad_outputs[index]``, else
-    the ``.grad`` the user set, else ones for a one-element output; ``backward`` (not
-    ``grad``) stores ones it made up in ``y.grad``, as Chainer does. A given one must
+    the ``.grad`` the user set, else ones: for any output in ``backward`` (nnabla's
+    default ``grad=1``), for a one-element one in ``grad`` (Chainer's and torch's
+    rule). ``backward`` stores the ones it made up in ``y.grad``, as Chainer does. A given one must
     have the output's shape, as in torch (no silent broadcasting), and is cast to the
     output's dtype, as torch casts it: every rule then sees the dtypes of the graph.
     """
@@ -199,11 +200,10 @@ def _seed(
     if gy is not None and gy.dtype != data.dtype:
         gy = _cast(gy, data.dtype)
     if gy is None:
-        if math.prod(data.shape) != 1:
+        if op != "backward" and math.prod(data.shape) != 1:
             raise ValueError(
                 f"{op}: output {y._describe()} has {math.prod(data.shape)} elements, so "
-                "the initial gradient is ambiguous; set its .grad (or pass grad_outputs) "
-                "before calling backward"
+                "the initial gradient is ambiguous; pass grad_outputs"
             )
         gy = raw_namespace(data).ones_like(data)
         if op == "backward":

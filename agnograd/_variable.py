@@ -534,8 +534,8 @@ class Variable(Operators, Printing, NnablaInterface):
     ) -> None:
         """Backpropagate from this Variable, accumulating gradients into the leaves.
 
-        The seed is ``grad`` if given, else the ``.grad`` you set, else ones for a
-        Variable of one element (a larger one needs one of the first two). A
+        The seed is ``grad`` if given, else the ``.grad`` you set, else ones of this
+        Variable's shape (nnabla's default ``grad=1``; a loss has one element). A
         ``.grad`` that an earlier backward wrote (its ones, or what ``retain_grad``
         kept) is never a seed. A seed of another dtype is cast to this Variable's.
         With ``loss_scale`` the seed is multiplied by it and leaf gradients stay
