@@ -601,6 +601,10 @@ class AbstractNamespace:
             return Abstract(
                 (sum(math.prod(_shape(a)) for a in arrays),), dtype, self._xp, first.device
             )
+        if first.ndim == 0:
+            raise ValueError("concat: zero-dimensional arrays cannot be concatenated")
+        if not -first.ndim <= axis < first.ndim:
+            raise IndexError(f"concat: axis {axis} is out of range for {first.ndim} dimensions")
         axis %= first.ndim
         for a in arrays:
             other = _shape(a)

@@ -1121,3 +1121,33 @@ def test_a_write_with_a_key_computed_in_the_graph_follows_new_data() -> None:
     assert float(y.d) == 0 + 1 + 4 + 100.0**2
     y.backward()
     np.testing.assert_array_equal(x.g, [0.0, 2.0, 4.0, 0.0])
+
+
+@pytest.mark.parametrize("eager", [False, True])
+def test_an_index_held_in_a_variable_is_read_at_every_run(backend, eager):
+    x = leaf(backend, np.arange(0.0, 50.0, 10.0))
+    i = Variable(backend.asarray([0, 1], None))
+    with agnograd.auto_forward(eager):
+        y = x[i]
+        y.forward()
+        backend.assert_close(y.d, np.array([0.0, 10.0]))
+        i.d = backend.asarray([3, 4], None)
+        if eager:  # computed when applied: a new run is a new y
+            y = x[i]
+        y.forward()
+        backend.assert_close(y.d, np.array([30.0, 40.0]))
+        y.backward()
+        backend.assert_close(x.g, np.array([0.0, 0.0, 0.0, 1.0, 1.0]))
+
+
+@pytest.mark.parametrize("axis", [0, None])
+def test_concat_of_zero_dimensional_variables_is_refused_as_eagerly(axis):
+    a, b = Variable(np.array(1.0)), Variable(np.array(2.0))
+    if axis is None:  # flattened first: allowed
+        with agnograd.auto_forward(False):
+            c = F.concat([a, b], axis=None)
+        c.forward()
+        np.testing.assert_array_equal(c.d, [1.0, 2.0])
+        return
+    with agnograd.auto_forward(False), pytest.raises(ValueError, match="zero-dimensional"):
+        F.concat([a, b], axis=axis)

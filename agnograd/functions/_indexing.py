@@ -93,9 +93,36 @@ class GetItem(FunctionNode):
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
         shape = input_shape(self)
+        key = self._backward_key()
         if isinstance(gy, Variable):
-            return (GetItemGrad(self.key, shape).apply((gy,))[0],)
-        return (scatter_into_zeros(shape, self.key, gy),)
+            return (GetItemGrad(key, shape).apply((gy,))[0],)
+        return (scatter_into_zeros(shape, key, gy),)
+
+    def _backward_key(self) -> Any:
+        return self.key
+
+
+class GetItemAt(GetItem):
+    """``x[key]`` where the key holds Variables: their arrays are inputs of the node
+    after ``x``, read at every run, so a define-then-run graph re-run after ``i.d =
+    ...`` takes the new indices (``key`` has None where they go, at ``where``)."""
+
+    def __init__(self, key: tuple[Any, ...], where: tuple[int, ...]) -> None:
+        self.key = key
+        self.where = where
+
+    def _with(self, arrays: Any) -> tuple[Any, ...]:
+        key = list(self.key)
+        for i, array in zip(self.where, arrays, strict=True):
+            key[i] = raw(array)
+        return tuple(key)
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        self.retain_inputs(range(1, len(inputs)))  # the indices, for backward
+        return (inputs[0][self._with(inputs[1:])],)
+
+    def _backward_key(self) -> Any:
+        return self._with(self.get_retained_inputs())
 
 
 class GetItemGrad(FunctionNode):
@@ -127,12 +154,23 @@ def get_item(x: Any, slices: Any) -> Variable:
     array([1., 0., 2.])
     """
     data = x._data if isinstance(x, Variable) else x
-    for k in slices if isinstance(slices, tuple) else (slices,):
-        if isinstance(k, Variable) and k._data is None:
-            raise TypeError(
-                "get_item: the key is a Variable without data (define-then-run); a mask's "
-                "result has a data-dependent shape, so compute the key eagerly first"
-            )
+    items = slices if isinstance(slices, tuple) else (slices,)
+    where = tuple(i for i, k in enumerate(items) if isinstance(k, Variable))
+    if where:  # read at every run: inputs of the node
+        key = tuple(None if i in where else k for i, k in enumerate(items))
+        arrays = [items[i] for i in where]
+        node = GetItemAt(key, where)
+        try:
+            return node.apply((x, *arrays))[0]
+        except TypeError as error:
+            if "boolean mask" in str(error):  # the shape inference's refusal
+                raise TypeError(
+                    "get_item: the key is a boolean mask held in a Variable: in a "
+                    "define-then-run graph the result would have a data-dependent shape; "
+                    "index with integer arrays, or compute the mask eagerly and index "
+                    "with its array"
+                ) from None
+            raise
     if data is None:  # define-then-run: namespace and ndim from the graph
         xp = _extension.define_then_run.namespace_of_node(x._node)
         key = normalize_key(slices, xp, None, len(x._node.shape))
