@@ -121,6 +121,12 @@ class GetItemAt(GetItem):
         self.retain_inputs(range(1, len(inputs)))  # the indices, for backward
         return (inputs[0][self._with(inputs[1:])],)
 
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        # Indices take no gradient (a key computed from data that does, such as a mask
+        # of x > 0, is asked for one).
+        gx = super().backward(indexes, grad_outputs) if 0 in indexes else (None,)
+        return tuple([gx[0] if i == 0 else None for i in indexes])
+
     def _backward_key(self) -> Any:
         return self._with(self.get_retained_inputs())
 
