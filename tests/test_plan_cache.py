@@ -575,3 +575,19 @@ def test_an_explicit_plan_follows_its_inputs_to_another_library():
     assert isinstance(y.d, torch.Tensor)
     want = 2 * np.array([1.0, 3.0]) * np.cos(np.array([1.0, 9.0])) + 1
     np.testing.assert_allclose(x.grad.numpy(), want)
+
+
+def test_a_leaf_gone_after_the_plan_was_made_takes_nothing_and_stops_nothing():
+    x = Variable(np.array([1.0, 2.0]))
+    w = Variable(np.array([3.0, 4.0]))
+    with agnograd.auto_forward(False):
+        y = F.sum(F.sin(x) * w)
+    y.forward()
+    y.backward()  # a plan with both leaves alive
+    del w
+    gc.collect()
+    for _ in range(2):
+        x.cleargrad()
+        y.forward()
+        y.backward()
+        np.testing.assert_allclose(x.grad, np.cos([1.0, 2.0]) * [3.0, 4.0])
