@@ -31,6 +31,7 @@ from agnograd._config import (
     force_backprop_mode,
     get_auto_forward,
     no_backprop_mode,
+    recompute,
     set_auto_forward,
     using_config,
 )
@@ -76,6 +77,7 @@ __all__ = [
     "namespace",
     "namespace_of",
     "no_backprop_mode",
+    "recompute",
     "register_adapter",
     "set_auto_forward",
     "using_config",

@@ -44,7 +44,13 @@ from agnograd._compiled_steps import (
     run_backward,
 )
 from agnograd._config import HOOKS, MODE
-from agnograd._define_then_run import _unlinked, count_forward, forward_all, set_node_data
+from agnograd._define_then_run import (
+    _marked,
+    _unlinked,
+    count_forward,
+    forward_all,
+    set_node_data,
+)
 from agnograd._engine import _seed
 from agnograd._engine import backward as engine_backward
 from agnograd._function import FunctionNode
@@ -108,9 +114,9 @@ class CompiledGraph:
     (``rewire_on``, ``unchain``, ``unlinked``, a changed ``need_grad`` or
     ``persistent``), the graph's links; when they differ, the output shapes are
     inferred again and the plan is rebuilt. While function hooks are set (on every
-    function, or on one of the graph's) or an array was written in place
-    (``x[key] = value``), a run falls back to ``forward_all`` and the engine, which
-    deal with both.
+    function, or on one of the graph's), an array was written in place
+    (``x[key] = value``) or a Variable of the graph is marked ``recompute``, a run
+    falls back to ``forward_all`` and the engine, which deal with them.
 
     Differences from ``y.forward(); y.backward()``, to know when mixing them (they
     concern the plans of :func:`compile`: the plans ``y.forward()`` makes by itself
@@ -197,7 +203,11 @@ class CompiledGraph:
 
     def _forward_unguarded(self) -> None:
         self._fallback = (
-            self._writes or self._hooked or bool(MODE.get()[HOOKS]) or bool(_versions.versions)
+            self._writes
+            or self._hooked
+            or self._recompute
+            or bool(MODE.get()[HOOKS])
+            or bool(_versions.versions)
         )
         if self._fallback:  # the plan proved neither: run the reference implementation
             keep = self._keep
@@ -296,7 +306,7 @@ class CompiledGraph:
                 self._rebuild()
             lowered = self._lowered
             if lowered is not None and not (
-                self._writes or MODE.get()[HOOKS] or _versions.versions
+                self._writes or self._recompute or MODE.get()[HOOKS] or _versions.versions
             ):
                 with self._exclusive("run"):
                     count_forward()
@@ -333,14 +343,16 @@ class CompiledGraph:
 
     def _structure(self) -> tuple[Any, ...]:
         """What the plan depends on besides its inputs' arrays: each function's inputs
-        and local hooks, each node's creator, ``requires_grad``, ``persistent`` and
-        unlinked copies, and the outputs' creators."""
-        # Unlinked copies are rare, and a weak dictionary slow to ask: a set of them.
+        and local hooks, each node's creator, ``requires_grad``, ``persistent``,
+        unlinked copies and ``recompute``, and the outputs' creators."""
+        # Unlinked copies and recompute marks are rare, and weak collections slow to
+        # ask: sets of them.
         unlinked = set(_unlinked) if _unlinked else ()
+        marked = set(_marked) if _marked else ()
         return (
             [(f.inputs, bool(f._local_hooks)) for f in self._funcs],
             [
-                (n.creator_node, n.requires_grad, n.persistent, n in unlinked)
+                (n.creator_node, n.requires_grad, n.persistent, n in unlinked, n in marked)
                 for nodes in (self._leaves, self._nodes)
                 for n in nodes
             ],
@@ -489,6 +501,9 @@ class CompiledGraph:
         ]
         self._published = published
         self._published_slots = {n: k for k, n in published}
+        # Nodes marked recompute are freed in forward and recomputed in backward by
+        # the walk and the engine, which the plan's runs are left to.
+        self._recompute = bool(_marked) and any(n in _marked for n in self._nodes)
         published_nodes = {n for _, n in published}
         self._unpublished = [n for n in self._nodes if n not in published_nodes]
         self._shape_of_graph = self._structure()

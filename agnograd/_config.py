@@ -48,6 +48,9 @@ _entries: dict[str, contextvars.ContextVar[Any]] = {
     # How many runs of an unchanged graph y.forward() walks before it compiles the
     # graph into a plan and runs that instead (agnograd._replay); None: never.
     "compile_after": contextvars.ContextVar("agnograd.compile_after", default=10),
+    # Whether the results of operations recorded now are recomputed in backward
+    # instead of kept from forward (nnabla's nn.recompute; agnograd.recompute).
+    "recompute": contextvars.ContextVar("agnograd.recompute", default=False),
 }
 _UNSET = object()
 
@@ -81,6 +84,7 @@ class _Config:
     debug            False
     enable_backprop  True
     function_hooks   {}
+    recompute        False
     """
 
     def __getattr__(self, name: str) -> Any:
@@ -246,6 +250,38 @@ def auto_forward(enabled: bool = True) -> contextlib.AbstractContextManager[None
     array([3., 5.], dtype=float32)
     """
     return using_config("auto_forward", bool(enabled))
+
+
+def recompute(enabled: bool = True) -> _Setting:
+    """Mark the results of the operations recorded inside the block for recomputation
+    (nnabla's ``nn.recompute``; as a decorator, nnabla's ``nn.recompute_fn``).
+
+    Sets :attr:`Variable.recompute <agnograd.Variable.recompute>` of each result made
+    with auto-forward off: ``forward()`` frees its data once no later function of the
+    forward reads it, and backward computes it again, from the nearest data still
+    held, just before a function's backward reads it. The gradients are those of a
+    run without recomputation, bit for bit; the peak memory is lower where marked
+    blocks alternate with unmarked results (the checkpoints backward recomputes
+    from). Blocks nest; ``recompute(False)`` leaves results inside unmarked.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd, agnograd.functions as F
+    >>> x = agnograd.Variable(np.array([0.5, 1.0], np.float32), need_grad=True)
+    >>> with agnograd.auto_forward(False):
+    ...     with agnograd.recompute():
+    ...         h = F.sin(F.exp(x))
+    ...     y = F.sum(F.tanh(h))
+    >>> h.recompute, y.recompute
+    (True, False)
+    >>> y.forward(clear_no_need_grad=True)
+    >>> h.d is None  # freed in forward
+    True
+    >>> y.backward(clear_buffer=True)
+    >>> x.g
+    array([-0.05415173, -2.103062  ], dtype=float32)
+    """
+    return _Setting(_entries["recompute"], bool(enabled))
 
 
 def set_auto_forward(enabled: bool) -> None:

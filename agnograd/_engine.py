@@ -290,6 +290,7 @@ def _run(
     relevant = _relevant([n for n, _ in seeds], targets) if targets is not None else None
     collected: dict[VariableNode, Any] = {}  # what reached a target (grad())
     special = double or bool(MODE.get()[HOOKS])  # Variables for backward, or hooks
+    restoring = bool(dropped)  # forward dropped saved arrays to recompute them
     keep = {node for node, _ in seeds} if clear_buffer else set()
     checked: tuple[type, Any] = (type(None), None)  # the last gradient class found right
     for node, gy in seeds:
@@ -318,6 +319,8 @@ def _run(
             continue
         xp = func.xp
         try:
+            if restoring and func in dropped:
+                _extension.define_then_run.restore(func)
             if special or func._local_hooks or func.backward_receives_variables:
                 gxs = _call_backward(func, in_nodes, indexes, gys, double)
             elif (
@@ -371,6 +374,12 @@ def _run(
         collected.update((node, g) for node, g in grads.items() if node in targets)
         return collected
     return grads
+
+
+#: Function nodes whose forward kept arrays for backward that define-then-run
+#: dropped since, to recompute them (``Variable.recompute``): before the backward of
+#: one of them the engine has ``define_then_run.restore`` compute them again.
+dropped: weakref.WeakSet[FunctionNode] = weakref.WeakSet()
 
 
 def _add(

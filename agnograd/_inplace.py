@@ -1,4 +1,4 @@
-"""Writes into Variables: ``x[key] = value`` and the in-place operators.
+"""Writes into Variables: ``x[key] = value``.
 
 A write rebinds the Variable to the output of a node, so the graph stays right:
 ``x[key] = v`` gives the overwritten positions a zero gradient and ``v`` the
@@ -32,8 +32,12 @@ writes into a copy: its forwards run later, in an order that need not be the
 order of the program, so a write must not change what another node reads; there
 a write through a view does not reach its base (as on JAX).
 
-In-place operators (``x += y``) compute a new array and rebind the Variable to it;
-the old array is left untouched.
+Augmented assignment does not write: ``Variable`` defines no ``__iadd__`` and
+friends, so ``h += a`` binds the name ``h`` to the new Variable ``h + a`` and every
+other name for the old one keeps its value and graph, as in Chainer and nnabla.
+(The array API standard lets ``+=`` either write or rebind, so array API code
+cannot rely on the write: JAX's arrays rebind.) Writing into data stays explicit:
+``x[key] = value``, ``x.d[...] = ...``, ``copydata``.
 """
 
 from __future__ import annotations
@@ -447,10 +451,22 @@ def setitem(self: Variable, key: Any, value: Any) -> None:
 
 
 def inplace(op: Any, name: str) -> Any:
-    def method(self: Variable, other: Any) -> Variable:
-        _check_leaf(self, name, other)
-        _rebind(self, op(self, other))
-        return self
+    """The function ``name`` (``"__iadd__"``, ...) of ``agnograd._operators``: ``op``
+    itself, since ``x <op>= y`` binds ``x`` to ``op(x, y)``, a new Variable (see the
+    module); ``Variable`` defines no in-place operator that calls it.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> from agnograd import _operators
+    >>> x = agnograd.Variable(np.ones(2))
+    >>> y = _operators.iadd(x, 1.0)
+    >>> y is x, x.array, y.array
+    (False, array([1., 1.]), array([2., 2.]))
+    """
+
+    def method(self: Variable, other: Any) -> Any:
+        return op(self, other)
 
     method.__name__ = name
     return method

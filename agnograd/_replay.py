@@ -17,6 +17,10 @@ last batch gets a plan of its own in time and one seen once is never compiled. A
 edited graph drops every plan, and is compiled again only after twice as many runs.
 Graphs of more than :data:`LARGEST` functions are walked, and so are the runs of
 any thread but the one that first ran the graph: a plan holds one run's arrays.
+So are the runs given nnabla's ``function_pre_hook`` or ``function_post_hook``
+(they are called around each function's forward, which a plan does not run one
+by one), and those of a graph with a Variable marked ``recompute`` (forward frees
+its data and backward recomputes it, which the walk and the engine do).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import sys
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from agnograd import _define_then_run, _extension
@@ -31,6 +36,7 @@ from agnograd._compiled import CLEAR, KEEP, NO_NEED_GRAD, CompiledGraph
 from agnograd._config import config
 from agnograd._graph import functions_of
 from agnograd._variable import Variable, VariableNode
+from agnograd.function_hooks import callbacks  # also Variable.backward's
 
 # Plans kept per graph: one per mode and input signature, as jax.jit keeps a trace
 # per signature, so that an epoch's smaller last batch keeps the others' plans.
@@ -69,12 +75,26 @@ class _Replays:
 _replays: weakref.WeakKeyDictionary[VariableNode, _Replays] = weakref.WeakKeyDictionary()
 
 
-def forward(var: Variable, clear_buffer: bool = False, clear_no_need_grad: bool = False) -> None:
-    """``var.forward(clear_buffer, clear_no_need_grad)``: walk or run a plan."""
+def forward(
+    var: Variable,
+    clear_buffer: bool = False,
+    clear_no_need_grad: bool = False,
+    function_pre_hook: Callable[[Any], Any] | None = None,
+    function_post_hook: Callable[[Any], Any] | None = None,
+) -> None:
+    """``var.forward(clear_buffer, clear_no_need_grad, function_pre_hook,
+    function_post_hook)``: walk or run a plan."""
     node = var._node
     after = config.compile_after
-    if node.creator_node is None or after is None:
-        _define_then_run.forward_all([var], clear_buffer, clear_no_need_grad)
+    if (
+        node.creator_node is None
+        or after is None
+        or function_pre_hook is not None
+        or function_post_hook is not None
+        or _define_then_run.recomputes(node)
+    ):
+        with callbacks("forward", function_pre_hook, function_post_hook):
+            _define_then_run.forward_all([var], clear_buffer, clear_no_need_grad)
         return
     state = _replays.get(node)
     if state is None:

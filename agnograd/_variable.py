@@ -6,7 +6,7 @@ import copy
 import math
 import warnings
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import array_api_compat
@@ -44,6 +44,7 @@ class VariableNode:
 
     __slots__ = (
         "__weakref__",
+        "_consumers",
         "_data",
         "_variable",
         "creator_node",
@@ -76,6 +77,9 @@ class VariableNode:
         # The version of the data's memory when the data was computed (see
         # agnograd._versions): a later write into that memory makes it stale.
         self.version = 0
+        # Weak references to the functions that take this node as an input
+        # (note_consumer), for nnabla's Variable.function_references.
+        self._consumers: list[weakref.ref[FunctionNode]] | None = None
 
     @property
     def creator(self) -> FunctionNode | None:
@@ -531,6 +535,8 @@ class Variable(Operators, Printing, NnablaInterface):
         *,
         grad: Array | None = None,
         clear_buffer: bool = False,
+        function_pre_hook: Callable[[FunctionNode], Any] | None = None,
+        function_post_hook: Callable[[FunctionNode], Any] | None = None,
     ) -> None:
         """Backpropagate from this Variable, accumulating gradients into the leaves.
 
@@ -556,6 +562,9 @@ class Variable(Operators, Printing, NnablaInterface):
         clear_buffer : bool
             Free each function's saved arrays and intermediate data as soon as its
             backward has run (a second backward through the graph then fails).
+        function_pre_hook, function_post_hook : callable, optional
+            nnabla's hooks: each is called with every :class:`FunctionNode` whose
+            backward runs, right before it and right after it.
 
         Examples
         --------
@@ -573,6 +582,18 @@ class Variable(Operators, Printing, NnablaInterface):
         """
         from agnograd._engine import backward
 
+        if function_pre_hook is not None or function_post_hook is not None:
+            # function_hooks is a layer above the core: reached through replay's.
+            hooks = _extension.replay.callbacks("backward", function_pre_hook, function_post_hook)
+            with hooks:
+                self.backward(
+                    retain_grad,
+                    enable_double_backprop,
+                    loss_scale,
+                    grad=grad,
+                    clear_buffer=clear_buffer,
+                )
+            return
         if grad is not None and type(grad) in _backend.SCALARS:
             data = self._data
             grad = raw_namespace(data).full(
@@ -903,6 +924,7 @@ def _new_variable(data: Any, requires_grad: bool, creator: Any, rank: int) -> Va
     node.persistent = False
     node.moved = False
     node.version = 0
+    # node._consumers stays unset: eager operations record no consumers.
     var._node = node
     return var
 
@@ -930,11 +952,38 @@ def _empty_variable(
     node.persistent = False
     node.moved = False
     node.version = 0
+    node._consumers = None
     var._node = node
     return var
 
 
 _backend.register_wrapper(Variable)
+
+
+def note_consumer(func: FunctionNode, nodes: tuple[VariableNode, ...]) -> None:
+    """Record weakly that ``func`` takes ``nodes`` as inputs (``function_references``).
+
+    Define-then-run calls it for every function it links; eager operations do not,
+    since it cost 7% of the time of an operation (``bench_overhead.py``), so the
+    nodes that :func:`_new_variable` makes leave ``_consumers`` unset.
+
+    Dead references are swept when a list reaches a power of two (from 32 on) and
+    dropped when at least half of it is dead, so a leaf that feeds a function at
+    every step keeps a list bounded by about four times its live consumers, at an
+    amortised constant cost per function.
+    """
+    ref = _weakref(func)
+    for node in nodes:
+        refs = getattr(node, "_consumers", None)
+        if refs is None:
+            node._consumers = [ref]
+            continue
+        refs.append(ref)
+        n = len(refs)
+        if n >= 32 and not n & (n - 1):
+            live = [r for r in refs if r() is not None]
+            if len(live) <= n // 2:
+                refs[:] = live
 
 
 def clear_node_data(node: VariableNode) -> None:

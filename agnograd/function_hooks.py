@@ -6,9 +6,11 @@ function node, or attach it to one node with ``FunctionNode.add_hook``.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, TextIO
 
@@ -63,6 +65,90 @@ class FunctionHook:
 
     def backward_postprocess(self, function: Any, in_nodes: Any, out_grad: Any) -> None:
         """Called after ``function.backward``."""
+
+
+class _Callbacks(FunctionHook):
+    """nnabla's ``function_pre_hook`` and ``function_post_hook``: callables given to
+    one ``forward`` (``phase="forward"``) or ``backward`` call, each called with the
+    :class:`~agnograd.FunctionNode` before and after its forward (or backward).
+
+    A callable that itself computes with agnograd is not called again for those
+    operations, which are no part of the graph being run.
+    """
+
+    def __init__(self, phase: str, pre: Callable[[Any], Any] | None, post: Any) -> None:
+        self.name = f"{phase} function_pre_hook/function_post_hook at {id(self):#x}"
+        self._forward = phase == "forward"
+        self._pre = pre
+        self._post = post
+        self._busy = False
+
+    def _call(self, callback: Callable[[Any], Any] | None, function: Any) -> None:
+        if callback is None or self._busy:
+            return
+        self._busy = True
+        try:
+            callback(function)
+        finally:
+            self._busy = False
+
+    def forward_preprocess(self, function: Any, in_data: tuple[Any, ...]) -> None:
+        if self._forward:
+            self._call(self._pre, function)
+
+    def forward_postprocess(self, function: Any, in_data: tuple[Any, ...]) -> None:
+        if self._forward:
+            self._call(self._post, function)
+
+    def backward_preprocess(self, function: Any, in_nodes: Any, out_grad: Any) -> None:
+        if not self._forward:
+            self._call(self._pre, function)
+
+    def backward_postprocess(self, function: Any, in_nodes: Any, out_grad: Any) -> None:
+        if not self._forward:
+            self._call(self._post, function)
+
+
+def callbacks(
+    op: str,
+    function_pre_hook: Callable[[Any], Any] | None,
+    function_post_hook: Callable[[Any], Any] | None,
+) -> contextlib.AbstractContextManager[Any]:
+    """The hook that runs nnabla's ``function_pre_hook`` and ``function_post_hook``
+    of the call ``op`` (``"forward"``, ``"forward_all"``, ``"backward"``), to enter
+    around it; nothing to enter when both are ``None``.
+
+    ``f(func)`` is called with each :class:`~agnograd.FunctionNode` right before
+    its forward (a forward ``op``) or its backward (``"backward"``), and ``g(func)``
+    right after it, once the forward's outputs are in their Variables. While they are
+    set the graph is walked, not run by a compiled plan.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd, agnograd.functions as F
+    >>> x = agnograd.Variable(np.ones(2, np.float32), need_grad=True)
+    >>> y = F.sum(F.exp(x) * 2)
+    >>> seen = []
+    >>> y.backward(function_pre_hook=lambda f: seen.append(f.label))
+    >>> seen
+    ['Sum', 'MulConstant', 'Exp']
+    >>> y.forward(function_post_hook=lambda f: seen.append(f.label))
+    >>> seen[3:]
+    ['Exp', 'MulConstant', 'Sum']
+    """
+    for name, f in (
+        ("function_pre_hook", function_pre_hook),
+        ("function_post_hook", function_post_hook),
+    ):
+        if f is not None and not callable(f):
+            raise TypeError(
+                f"{op}: {name} must be a callable taking the FunctionNode (or None), got "
+                f"{type(f).__name__}; pass a function such as `lambda func: print(func.label)`"
+            )
+    if function_pre_hook is None and function_post_hook is None:
+        return contextlib.nullcontext()
+    phase = "backward" if op == "backward" else "forward"
+    return _Callbacks(phase, function_pre_hook, function_post_hook)
 
 
 def _describe(values: Any) -> str:
