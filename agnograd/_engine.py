@@ -29,6 +29,7 @@ from agnograd._backend import (
 )
 from agnograd._config import HOOKS, MODE, using_config
 from agnograd._function import FunctionNode, describe_arrays
+from agnograd._function import symbolic as function_symbolic
 from agnograd._variable import Variable, VariableNode, clear_node_data
 
 
@@ -94,6 +95,11 @@ def grad(
     the outputs do not reach gets ``None``. ``grad_inputs`` are added to the results;
     with ``set_grad=True`` the results are also stored in the inputs' ``grad_var``.
 
+    Under ``auto_forward(False)``, of outputs that have not been computed yet, it
+    builds the gradient graph instead, as nnabla's ``nn.grad`` does: the results are
+    Variables of the define-then-run graph that ``forward()`` computes (from the data
+    the inputs hold then), differentiable again; a missing seed is ones.
+
     Examples
     --------
     >>> import numpy as np, agnograd
@@ -124,26 +130,35 @@ def grad(
             if extra is not None:
                 _gradient_of(x, extra, f"grad: grad_inputs[{i}]")
 
-    seeds = [
-        _seed(y, gy, i, loss_scale, enable_double_backprop, "grad")
-        for i, (y, gy) in enumerate(zip(outputs, grad_outputs, strict=True))
-    ]
+    symbolic = not MODE.get()[1] and any(y._data is None for y in outputs)
+    if symbolic:  # nnabla's nn.grad: the gradient graph, to be run by forward()
+        seeds = [_symbolic_seed(y, gy, loss_scale) for y, gy in zip(outputs, grad_outputs)]  # noqa: B905
+    else:
+        seeds = [
+            _seed(y, gy, i, loss_scale, enable_double_backprop, "grad")
+            for i, (y, gy) in enumerate(zip(outputs, grad_outputs, strict=True))
+        ]
+    double = enable_double_backprop or symbolic
     targets = {x._node for x in inputs}
-    with (
-        using_config("enable_backprop", enable_double_backprop),
-        using_config("auto_forward", True),
-        _quiet(),
-    ):
-        results = _run(seeds, enable_double_backprop, retain_grad, targets, False)
-        gxs: list[Variable | None] = []
-        for i, x in enumerate(inputs):
-            gx = results.get(x._node)
-            if grad_inputs is not None and grad_inputs[i] is not None:
-                extra = grad_inputs[i]
-                gx = extra if gx is None else gx + extra
-            if gx is not None and not isinstance(gx, Variable):
-                gx = Variable._new(gx, False)
-            gxs.append(gx)
+    token = function_symbolic.set(symbolic)
+    try:
+        with (
+            using_config("enable_backprop", double),
+            using_config("auto_forward", not symbolic),
+            _quiet(),
+        ):
+            results = _run(seeds, double, retain_grad, targets, False)
+            gxs: list[Variable | None] = []
+            for i, x in enumerate(inputs):
+                gx = results.get(x._node)
+                if grad_inputs is not None and grad_inputs[i] is not None:
+                    extra = grad_inputs[i]
+                    gx = extra if gx is None else gx + extra
+                if gx is not None and not isinstance(gx, Variable):
+                    gx = Variable._new(gx, False)
+                gxs.append(gx)
+    finally:
+        function_symbolic.reset(token)
     if set_grad:
         for x, gx in zip(inputs, gxs, strict=True):
             x._grad_var = gx
@@ -212,6 +227,30 @@ def _seed(
         gy = gy * loss_scale
     if double and not isinstance(gy, Variable):
         gy = Variable._new(gy, False)
+    return y._node, gy
+
+
+def _symbolic_seed(y: Variable, gy: Any, loss_scale: float | None) -> tuple[VariableNode, Any]:
+    """The seed of output ``y`` of a graph not computed yet, as a Variable: ``gy`` (an
+    array or Variable of the output's shape), else ones of that shape."""
+    if not isinstance(y, Variable):
+        raise TypeError(f"grad: outputs must be Variables, got {type(y).__name__}")
+    if gy is None:
+        xp = y.__array_namespace__()
+        gy = xp.ones(tuple(y.shape), dtype=y.dtype, device=y.device)
+    elif not isinstance(gy, Variable):
+        if not is_array(gy):
+            raise TypeError(
+                f"grad: grad_outputs must be arrays or Variables (or None), got {type(gy).__name__}"
+            )
+        gy = Variable._new(gy, False)
+    if tuple(gy.shape) != tuple(y.shape):
+        raise ValueError(
+            f"grad: a seed of shape {tuple(gy.shape)} for output {y._describe()}; give one "
+            "of the output's shape"
+        )
+    if loss_scale is not None:
+        gy = gy * loss_scale
     return y._node, gy
 
 
@@ -332,6 +371,12 @@ def _run(
             else:
                 gxs = func.backward(indexes, gys)
         except Exception as error:
+            if function_symbolic.get():
+                raise RuntimeError(
+                    f"grad: the gradient of {func.label} cannot be built before the graph "
+                    f"has run (its rule reads the arrays of the forward pass: {error}); call "
+                    "forward() on the outputs first, then agnograd.grad"
+                ) from error
             error.add_note(
                 f"in agnograd {func.label}.backward with gradients ({describe_arrays(gys)})"
             )
@@ -519,8 +564,9 @@ def _gradient_tuple(func: FunctionNode, gxs: Any) -> tuple[Any, ...]:
 
 
 def _check_gradient(func: FunctionNode, index: int, gx: Any, xp: Any) -> None:
-    """Raise unless ``gx`` is an array of ``xp``, the library of ``func``'s inputs."""
-    if _namespaces.get(gx.__class__) is xp:
+    """Raise unless ``gx`` is an array of ``xp``, the library of ``func``'s inputs
+    (or None: the data of a gradient graph not computed yet, see ``grad``)."""
+    if gx is None or _namespaces.get(gx.__class__) is xp:
         return
     if not is_array(gx):
         raise TypeError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -255,6 +256,9 @@ class FunctionNode:
         """
         saved = self._saved_inputs
         if saved is None:
+            if symbolic.get():  # the graph's own Variables: what forward() will compute
+                nodes = self.inputs or ()
+                return tuple([nodes[i].get_variable() for i in self._retain_in])
             raise RuntimeError(_freed_message(self, "inputs"))
         recorded = self._saved_versions
         if recorded is not None or _written:
@@ -271,6 +275,11 @@ class FunctionNode:
         """The outputs kept by :meth:`retain_outputs`, in that order (see inputs)."""
         saved = self._saved_outputs
         if saved is None:
+            if symbolic.get():
+                refs = self.outputs or ()
+                outs = [refs[i]() for i in self._retain_out]
+                if all(node is not None for node in outs):
+                    return tuple([node.get_variable() for node in outs])  # type: ignore[union-attr]
             raise RuntimeError(_freed_message(self, "outputs"))
         recorded = self._saved_versions
         if recorded is not None or _written:
@@ -336,6 +345,12 @@ class FunctionNode:
 
 
 _IN_ORDER = {n: tuple(range(n)) for n in range(1, 9)}
+
+
+# Set while agnograd.grad builds the gradient graph of a define-then-run graph that has
+# not run (nnabla's nn.grad): rules then read the graph's own Variables, without data,
+# where they would read the arrays forward kept.
+symbolic: contextvars.ContextVar[bool] = contextvars.ContextVar("agnograd.symbolic", default=False)
 
 
 def _variable_of(node: VariableNode, data: Any) -> Variable:

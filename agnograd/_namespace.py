@@ -32,6 +32,8 @@ def namespace_of(array: Any) -> Any:
     if xp is not None:
         return xp
     if isinstance(array, Variable):
+        if array._data is None:  # define-then-run: from the graph
+            return array.__array_namespace__()
         return differentiable_namespace(raw_namespace(array._data))
     return raw_namespace(array)
 

@@ -1151,3 +1151,25 @@ def test_concat_of_zero_dimensional_variables_is_refused_as_eagerly(axis):
         return
     with agnograd.auto_forward(False), pytest.raises(ValueError, match="zero-dimensional"):
         F.concat([a, b], axis=axis)
+
+
+def test_grad_of_a_graph_not_run_yet_builds_the_gradient_graph(backend):
+    """nnabla's nn.grad: the gradients are Variables of the static graph, which
+    forward() computes from the data the inputs hold then, to second order."""
+    x = leaf(backend, [1.0, 2.0])
+    w = leaf(backend, [3.0, 4.0])
+    with agnograd.auto_forward(False):
+        y = F.sum(F.sin(x) * w + x * x)
+        gx, gw = agnograd.grad([y], [x, w])
+        (ggx,) = agnograd.grad([F.sum(gx)], [x])
+    assert gx.d is None  # built, not computed
+    for xs in ([1.0, 2.0], [0.5, 0.0]):
+        x.d = backend.asarray(xs)
+        gx.forward()
+        gw.forward()
+        ggx.forward()
+        xs_ = np.array(xs)
+        backend.assert_close(gx.d, np.cos(xs_) * [3.0, 4.0] + 2 * xs_, rtol=1e-5)
+        backend.assert_close(gw.d, np.sin(xs_), rtol=1e-5)
+        backend.assert_close(ggx.d, -np.sin(xs_) * [3.0, 4.0] + 2, rtol=1e-5)
+    assert x.grad is None and w.grad is None

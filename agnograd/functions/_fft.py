@@ -28,6 +28,7 @@ from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
 from agnograd.functions._core import constant, raw, shape_of
 from agnograd.functions._rows import Rows
+from agnograd.functions._statistical import input_shape
 
 ROWS = Rows(__name__)
 
@@ -193,19 +194,16 @@ class Transform(FunctionNode):
 
     The node keeps the user's arguments (``n`` and ``axis``, or ``s`` and ``axes``),
     not what they resolve to: a default length is the input's, and a define-then-run
-    graph re-run on a new shape takes it from the new input. Each forward resolves
-    them into ``sizes`` (the transform lengths) and ``axes`` (non-negative), which
-    backward reads with the input's shape.
+    graph re-run on a new shape takes it from the new input. Forward and backward
+    each resolve them into the transform lengths and non-negative axes from the
+    input's shape (backward from its node's: it may build a gradient graph before
+    any forward ran, see ``agnograd.grad``).
     """
 
     def __init__(self, name: str, arguments: tuple[Any, Any], norm: str) -> None:
         self.name = name
         self.arguments = arguments  # (n, axis) of a 1-D transform, (s, axes) of the others
         self.norm = norm
-        self.real_input = False
-        self.in_shape: tuple[int, ...] = ()
-        self.sizes: tuple[int, ...] = ()
-        self.axes: tuple[int, ...] = ()
 
     @property
     def label(self) -> str:
@@ -218,10 +216,8 @@ class Transform(FunctionNode):
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (x,) = inputs
-        self.real_input = bool(self.xp.isdtype(x.dtype, "real floating"))
-        self.in_shape = tuple(x.shape)
-        self.sizes, self.axes = self.plan(self.in_shape)
-        return (_transform(self.xp, self.name, x, self.sizes, self.axes, self.norm),)
+        sizes, axes = self.plan(tuple(x.shape))
+        return (_transform(self.xp, self.name, x, sizes, axes, self.norm),)
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[_Spec, ...]:
         x = inputs[0]
@@ -238,7 +234,9 @@ class Transform(FunctionNode):
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
         xp = namespace_of(gy)
-        name, sizes, axes, norm = self.name, self.sizes, self.axes, self.norm
+        in_shape = input_shape(self)
+        sizes, axes = self.plan(in_shape)
+        name, norm = self.name, self.norm
         dual = _DUAL[norm]
         last = axes[-1]
         if name in _C2C:
@@ -264,8 +262,9 @@ class Transform(FunctionNode):
                 xp, "irfft", xp.conj(gy) * _weights(gy, last, sizes[-1], 0.5), sizes, axes, norm
             )
         for axis in axes:
-            g = _resize(xp, g, axis, self.in_shape[axis])
-        if self.real_input and xp.isdtype(g.dtype, "complex floating"):
+            g = _resize(xp, g, axis, in_shape[axis])
+        real_input = self.xp.isdtype((self.inputs or ())[0].dtype, "real floating")
+        if real_input and xp.isdtype(g.dtype, "complex floating"):
             # A real input of a complex transform moves along the real axis only.
             g = xp.real(g)
         return (g,)
