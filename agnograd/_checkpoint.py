@@ -23,7 +23,12 @@ that any operation of the block reads (a :class:`_Recorder` hook, so operations
 outside a checkpoint pay nothing) and, once the block's own intermediate arrays
 are freed, the versions of the memory still alive, which backward compares before
 recomputing. Variables without a gradient that the block reads keep their array
-too, so that one given another array (``c += 1``, a write on JAX) raises.
+too, so that one given another array (``c.array = c.array + 1``, a write on JAX)
+raises. And the recomputation must read, at each place, the very array the first
+run read there: a name that the block reads through a closure and that was rebound
+between forward and backward (``c = c + 1``, or ``c += 1``, which binds a new
+Variable) makes backward raise too (the recorder of the recomputation compares, see
+:class:`_Reads`), where it would otherwise read the new object.
 """
 
 from __future__ import annotations
@@ -94,7 +99,10 @@ def checkpoint(f: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     closure) and that is written in place (``c[...] = 0``, through any view of its
     memory) or given a new array between the forward and the backward pass makes
     backward raise ``RuntimeError`` naming ``f`` and what changed, as the version
-    check of a node that saved the array does without checkpoint.
+    check of a node that saved the array does without checkpoint. So does a name
+    that ``f`` reads through a closure rebound to another array or Variable
+    (``c = c + 1``, or ``c += 1``, which binds a new Variable): without checkpoint
+    the graph would keep the old values; pass such a value as an argument instead.
 
     *Randomness* inside ``f`` is out of scope: the recomputation draws again.
     Under :func:`~agnograd.no_backprop_mode` ``f`` runs once, as is.
@@ -153,8 +161,9 @@ class Checkpoint(FunctionNode):
         # (shape, dtype) of the outputs, to check that a recomputation matches.
         self._meta = tuple((tuple(y.shape), y.dtype) for y in outputs)
         # What the first run read besides the node's inputs, set once it is linked:
-        # the memory of arrays with its version then, and Variables without a
-        # gradient with their array then (see _Reads).
+        # the memory of arrays with its version then, Variables without a gradient
+        # with their array then, and where arrays still alive were first read (see
+        # _Reads).
         self._reads: _Reads | None = None
 
     @property
@@ -209,9 +218,11 @@ class Checkpoint(FunctionNode):
             if i < n and not args[i].requires_grad:
                 args[i] = Variable(args[i].array, requires_grad=True)
         fresh = {a.node for a in args if isinstance(a, Variable)}
-        recorder = _Recorder()
+        recorder = _Recorder(expect=self._reads)
         with force_backprop_mode(), recorder:
             result = self._call.run(args)
+        if recorder.other is not None:
+            raise _rebound(self, *recorder.other)
         everything = _outputs_of(result, self._op, self._call.name)
         found = _closed_over(everything, fresh, recorder.functions)
         del recorder
@@ -343,69 +354,141 @@ class _Call:
 
 
 class _Recorder(FunctionHook):
-    """Collects the function nodes applied while it is entered and, with ``reads``,
-    the memory of every array they read."""
+    """Collects the function nodes applied while it is entered; with ``reads`` (the
+    first run of a block) also the memory of every array they read and where it was
+    first read; with ``expect`` (a recomputation) compares what is read at those
+    places with what the first run read there (:class:`_Reads`), keeping the first
+    difference in ``other``."""
 
-    def __init__(self, reads: bool = False) -> None:
+    def __init__(self, reads: bool = False, expect: _Reads | None = None) -> None:
         self.name = f"agnograd.checkpoint.{id(self):x}"  # nested checkpoints: one each
         self.functions: weakref.WeakSet[FunctionNode] = weakref.WeakSet()
         # id(memory) -> (weak reference to it, shape and dtype of the array read, what
-        # read it first). Weak: the block's intermediate arrays must not outlive it.
+        # read it first, and where: the index of that read among all, of that function
+        # among all, and its class). Weak: the block's intermediate arrays must not
+        # outlive it.
         self.reads: dict[int, _Read] | None = {} if reads else None
+        # The functions applied so far (nested checkpoint nodes left out) and the arrays
+        # they read.
+        self._count = 0
+        self._read = 0
+        # A recomputation: the places to compare, by read, the index and read of the
+        # next one; ``other``: the first place that read another array, the function
+        # that read it there, and that array.
+        self._places = () if expect is None else expect.places
+        self._at = 0
+        self._next = self._places[0][0] if self._places else _NEVER
+        self.other: tuple[_Place, str, Any] | None = None
 
     def forward_preprocess(self, function: Any, in_data: tuple[Any, ...]) -> None:
-        reads = self.reads
-        if reads is None:
+        # Every operation of a checkpointed block comes here, twice: kept short.
+        kind = function.__class__
+        if kind is Checkpoint:
+            # A nested checkpoint's node is applied only where its inputs require a
+            # gradient, which the recomputation may change; the functions of its block,
+            # applied either way, read the same arrays.
             return
+        reads = self.reads
+        count = self._count
+        start = self._read
+        if reads is None:  # a recomputation
+            if self._next != _NEVER:  # places left to compare
+                self._count = count + 1
+                end = self._read = start + len(in_data)
+                if self._next < end:
+                    self._compare(function, in_data, count, start, end)
+            return
+        self._count = count + 1
+        self._read = start + len(in_data)
+        i = start
         for array in in_data:
             memory = _versions.memory_of(array)
             seen = reads.get(id(memory))
-            if seen is not None and seen[0]() is memory:
-                continue  # (an id of a freed intermediate array can come back)
-            try:
-                ref = weakref.ref(memory)
-            except TypeError:  # not weak-referenceable: cannot be tracked safely
-                continue
-            reads[id(memory)] = (ref, tuple(array.shape), array.dtype, function.label)
+            # (an id of a freed intermediate array can come back)
+            if seen is None or seen[0]() is not memory:
+                try:
+                    ref = weakref.ref(memory)
+                except TypeError:  # not weak-referenceable: cannot be tracked safely
+                    i += 1
+                    continue
+                shape = tuple(array.shape)
+                reads[id(memory)] = (ref, shape, array.dtype, function.label, i, count, kind)
+            i += 1
+
+    def _compare(
+        self, function: FunctionNode, in_data: tuple[Any, ...], count: int, start: int, end: int
+    ) -> None:
+        """Compare the reads ``start`` to ``end`` of the recomputation, those of its
+        ``count``-th function, with the first run's at the places among them."""
+        places = self._places
+        while self._next < end:
+            place = places[self._at]
+            first = place[1]
+            if first[5] != count or first[6] is not function.__class__:
+                # Not the function that read there in the first run: the recomputation
+                # applies others (it does not compute the same thing), compare no more.
+                self._next = _NEVER
+                return
+            array = in_data[place[0] - start]
+            if first[0]() is not _versions.memory_of(array):
+                self.other = (place, function.label, array)
+                self._next = _NEVER  # one is enough
+                return
+            self._at += 1
+            self._next = places[self._at][0] if self._at < len(places) else _NEVER
 
     def forward_postprocess(self, function: Any, in_data: tuple[Any, ...]) -> None:
         self.functions.add(function)
 
 
-_Read = tuple["weakref.ref[Any]", tuple[int, ...], Any, str]
+_Read = tuple["weakref.ref[Any]", tuple[int, ...], Any, str, int, int, type]
+# Where the first run first read an array that outlived it: the index of the read,
+# what was read, and the Variable holding it then (a weak reference) with its name.
+_Place = tuple[int, _Read, "weakref.ref[Variable] | None", "str | None"]
+_NEVER = 1 << 62  # no place left to compare
 
 
 class _Reads:
     """What the first run of a block read besides the checkpoint node's inputs, taken
     once the block's intermediate arrays are freed: the memory still alive with its
-    version then, and the Variables without a gradient with their array then.
+    version then, the Variables without a gradient with their array then, and where
+    the arrays still alive were first read (the places).
 
-    Backward checks them before recomputing, as a node that saved an array checks its
-    version (:func:`agnograd._versions.check`): the block's nodes, which would have,
-    are gone.
+    Backward checks the first two before recomputing, as a node that saved an array
+    checks its version (:func:`agnograd._versions.check`): the block's nodes, which
+    would have, are gone. The recomputation must read the same array at each place
+    (else a name that the block reads was rebound to another one): its
+    :class:`_Recorder` compares, as long as the same functions come in the same order.
     """
 
-    __slots__ = ("constants", "memory")
+    __slots__ = ("constants", "memory", "places")
 
     def __init__(
         self,
         memory: list[tuple[_Read, int, weakref.ref[Variable] | None]],
         constants: list[tuple[weakref.ref[Variable], weakref.ref[Any]]],
+        places: list[_Place],
     ) -> None:
         self.memory = memory
         self.constants = constants
+        self.places = places
 
     @classmethod
     def after(
         cls,
-        reads: dict[int, _Read],
+        recorder: _Recorder,
         watched: list[weakref.ref[Variable]],
         skip: set[int],
+        anew: set[int] | None,
     ) -> _Reads | None:
-        """The reads to check from those the first run recorded; ``skip`` holds the
-        memory that the node's own checks cover (its inputs) or that the
-        recomputation makes anew (its outputs)."""
-        names: dict[int, weakref.ref[Variable]] = {}
+        """The reads to check from those the first run (``recorder``) recorded;
+        ``skip`` holds the memory that the node's own checks cover (its inputs) or
+        that the recomputation makes anew (its outputs), as do the functions of the
+        block still alive (kept by an intermediate result stored outside it). With
+        ``anew`` (more memory the recomputation makes anew), the places too."""
+        reads = recorder.reads
+        assert reads is not None
+        names: dict[int, tuple[weakref.ref[Variable], str | None]] = {}
         constants = []
         for ref in watched:
             var = ref()
@@ -415,14 +498,27 @@ class _Reads:
                 constants.append((ref, weakref.ref(var._data)))
             except TypeError:
                 continue
-            names.setdefault(id(_versions.memory_of(var._data)), ref)
+            names.setdefault(id(_versions.memory_of(var._data)), (ref, var.name))
+        made = set(skip)
+        for function in recorder.functions:  # usually none: the block's graph is gone
+            for out in function.outputs or ():
+                data = None if (node := out()) is None else node.data
+                if data is not None:
+                    made.add(id(_versions.memory_of(data)))
         memory = []
+        places: list[_Place] = []
         for key, read in reads.items():
             owner = read[0]()
-            if owner is None or key in skip:
+            if owner is None or key in made:
                 continue  # freed (an intermediate array), or checked elsewhere
-            memory.append((read, _versions.of((owner,))[0], names.get(key)))
-        return cls(memory, constants) if memory or constants else None
+            var_ref, var_name = names.get(key, (None, None))
+            memory.append((read, _versions.of((owner,))[0], var_ref))
+            if anew is not None and key not in anew:
+                places.append((read[4], read, var_ref, var_name))
+        if not (memory or constants):
+            return None
+        places.sort()  # by the index of the read (one each): the order of the recomputation
+        return cls(memory, constants, places)
 
     def check(self, node: Checkpoint) -> None:
         """Raise if something the block read changed since its first run."""
@@ -432,13 +528,13 @@ class _Reads:
             if var is not None and var._data is not kept():
                 raise RuntimeError(
                     f"{node.label}: the {var._describe()} that {name} reads was given a new "
-                    "array between forward and backward (an assignment to .array, an "
-                    "in-place operator such as +=, or a write into an immutable array such "
-                    f"as JAX's), so recomputing {name} in backward would read other values "
-                    "than the forward pass and its gradient would be wrong; change it after "
-                    f"backward, or pass it to {node._op}() as an argument"
+                    "array between forward and backward (an assignment to .array or .d, or "
+                    "a write into an immutable array such as JAX's), so recomputing "
+                    f"{name} in backward would read other values than the forward pass and "
+                    "its gradient would be wrong; change it after backward, or pass it to "
+                    f"{node._op}() as an argument"
                 )
-        for (ref, shape, dtype, reader), version, var_ref in self.memory:
+        for (ref, shape, dtype, reader, *_), version, var_ref in self.memory:
             memory = ref()
             if memory is None:
                 continue  # freed: nothing can have written into it
@@ -458,6 +554,29 @@ class _Reads:
                     "its gradient would be wrong; make the write after backward, or into "
                     "another array"
                 )
+
+
+def _rebound(node: Checkpoint, place: _Place, reader: str, array: Any) -> RuntimeError:
+    """The error for a recomputation that read ``array`` where the first run read
+    another array that outlived it (``place``): a name was rebound."""
+    _, (_, shape, dtype, *_), var_ref, var_name = place
+    var = None if var_ref is None else var_ref()
+    if var is not None:
+        then = f"the {var._describe()}"
+    elif var_name:
+        then = f"the array of the Variable {var_name!r} ({label(shape, dtype)})"
+    else:
+        then = f"an array ({label(shape, dtype)})"
+    name, op = node._call.name, node._op
+    now = label(tuple(array.shape), array.dtype)
+    return RuntimeError(
+        f"{node.label}: recomputing {name} in backward, {reader} read another array "
+        f"({now}) where the forward pass read {then}: a name that {name} reads through a "
+        "closure now refers to another array or Variable (it was rebound between forward "
+        "and backward, as `c = c + 1` or `c += 1` do), so the recomputation would read "
+        "other values than the forward pass and its gradient would be wrong; pass it to "
+        f"{op}() as an argument, or rebind it after backward"
+    )
 
 
 def _checkpoint(
@@ -486,9 +605,6 @@ def _checkpoint(
     found = _closed_over(
         outputs, {x.node for x in fresh if isinstance(x, Variable)}, recorder.functions, constants
     )
-    reads = recorder.reads
-    assert reads is not None
-    del recorder
     _refuse_related(found, op, call.name)
     closures = [node.get_variable() for node in found]
     differentiable = [y for y in outputs if y.requires_grad]
@@ -501,6 +617,9 @@ def _checkpoint(
     made = iter(node.apply((*given, *closures)))
     kept = (*(node._saved_inputs or ()), *(y.array for y in differentiable))
     skip = {id(_versions.memory_of(a)) for a in kept}
+    # The recomputation makes the other outputs anew too (a mask, say), unless the block
+    # returned an array it read (rare): not a place to compare.
+    anew = {id(_versions.memory_of(y.array)) for y in outputs if not y.requires_grad}
     watched = [weakref.ref(v) for c in constants if (v := c.get_variable_or_none()) is not None]
     del given, fresh, closures, differentiable, kept, constants
     results = [
@@ -508,7 +627,11 @@ def _checkpoint(
     ]
     single, as_list = isinstance(result, Variable), isinstance(result, list)
     del outputs, result  # drops the block's graph
-    node._reads = _Reads.after(reads, watched, skip)
+    # The places are compared for the user's blocks only: the gradient blocks of double
+    # backprop run the engine, whose functions depend on which inputs need a gradient,
+    # and recompute the user's block, which compares its own.
+    places = not isinstance(f, _VJP)
+    node._reads = _Reads.after(recorder, watched, skip, anew if places else None)
     if single:
         return results[0]
     return results if as_list else tuple(results)

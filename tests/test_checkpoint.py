@@ -564,7 +564,7 @@ def test_a_closed_over_constant_given_a_new_array_is_refused(backend: Any) -> No
         return a * c
 
     y = checkpoint(block, x)
-    c += 1.0  # rebinds c to a new array
+    c.array = c.array + 1.0  # gives c a new array (c += 1.0 would bind a new Variable)
     with pytest.raises(RuntimeError, match=r"Variable 'c' .* that block reads was given a new"):
         F.sum(y).backward()
 
@@ -621,3 +621,164 @@ def test_writing_into_the_blocks_own_output_before_backward() -> None:
         h[...] = 0.0
     F.sum(hh).backward()
     np.testing.assert_allclose(x.grad, 2 * np.exp(2 * x.array))
+
+
+# -- names read through closures: rebound between forward and backward ----------------
+
+REBOUND = (
+    r"Checkpoint\(block\): recomputing block in backward, Mul read another array .* a name "
+    r"that block reads through a closure now refers to another array or Variable .* pass it "
+    r"to checkpoint\(\) as an argument, or rebind it after backward"
+)
+
+
+@pytest.mark.parametrize("how", ["rebind", "augmented", "raw", "list"])
+def test_a_closed_over_name_rebound_before_backward_is_refused(backend: Any, how: str) -> None:
+    # Without checkpoint the graph keeps the old values (the gradient of x is c); the
+    # recomputation would read what the name holds now (c + 1). On JAX, where every
+    # write is a rebinding, the same.
+    dtype = _dtype(backend)
+    c: Any = backend.variable([1.0, 2.0], dtype, requires_grad=False)
+    if how == "raw":
+        c = backend.asarray([1.0, 2.0], dtype)
+    held = [c]
+    x = backend.variable([3.0, 4.0], dtype)
+
+    def block(a: Variable) -> Variable:
+        return a * (held[0] if how == "list" else c)
+
+    y = checkpoint(block, x)
+    if how == "augmented":
+        c += 1.0  # binds a new Variable: no longer an in-place write
+    elif how == "list":
+        held[0] = held[0] + 1.0
+    else:
+        c = c + 1.0
+    with pytest.raises(RuntimeError, match=REBOUND):
+        F.sum(y).backward()
+
+
+def test_a_name_rebound_before_double_backward_is_refused(backend: Any) -> None:
+    dtype = _dtype(backend)
+    held = [backend.variable([1.0, 2.0], dtype, requires_grad=False)]
+    x = backend.variable([3.0, 4.0], dtype)
+
+    def block(a: Variable) -> Variable:
+        return a * a * held[0]
+
+    y = checkpoint(block, x)
+    held[0] = held[0] + 1.0
+    with pytest.raises(RuntimeError, match=REBOUND):
+        agnograd.grad([F.sum(y)], [x], enable_double_backprop=True)
+    # Rebound after the first-order gradient: the second-order one recomputes again.
+    held[0] = held[0] - 1.0
+    y = checkpoint(block, x)
+    (gx,) = agnograd.grad([F.sum(y)], [x], enable_double_backprop=True)
+    _close(backend, gx, [6.0, 16.0])
+    held[0] = held[0] + 1.0
+    with pytest.raises(RuntimeError, match=REBOUND):  # the gradient's block recomputes block
+        agnograd.grad([F.sum(gx)], [x])
+
+
+def test_a_name_rebound_inside_a_nested_checkpoint_is_refused() -> None:
+    held = [Variable(np.array([1.0, 2.0]), requires_grad=False)]
+    x = Variable(np.array([3.0, 4.0]))
+
+    def block(a: Variable) -> Variable:
+        return a * a * held[0]
+
+    def outer(a: Variable) -> Variable:
+        return checkpoint(block, a) * 2
+
+    y = checkpoint(outer, x)
+    held[0] = held[0] + 1.0
+    # The outer block's recomputation reads the new array first (through block).
+    with pytest.raises(RuntimeError, match=r"Checkpoint\(outer\): .* closure now refers"):
+        F.sum(y).backward()
+    held[0] = held[0] - 1.0
+    y = checkpoint(outer, x)
+    (gx,) = agnograd.grad([F.sum(y)], [x], enable_double_backprop=True)
+    np.testing.assert_allclose(gx.array, [12.0, 32.0])
+    held[0] = held[0] + 1.0
+    with pytest.raises(RuntimeError, match=r"Checkpoint\(outer\): .* closure now refers"):
+        agnograd.grad([F.sum(gx)], [x])
+
+
+def test_swapped_names_are_refused() -> None:
+    # Each array the block reads is still alive and still read, but in another place.
+    held = [Variable(np.array([1.0, 2.0]), requires_grad=False) for _ in range(2)]
+    held[1].array = held[1].array * 3
+    x = Variable(np.array([3.0, 4.0]))
+
+    def block(a: Variable) -> Variable:
+        return a * held[0] + held[1]
+
+    y = checkpoint(block, x)
+    held.reverse()
+    with pytest.raises(RuntimeError, match=REBOUND):
+        F.sum(y).backward()
+
+
+def test_the_error_names_the_variable_first_read() -> None:
+    c = Variable(np.array([1.0, 2.0]), requires_grad=False, name="c")
+    x = Variable(np.array([3.0, 4.0]))
+
+    def block(a: Variable) -> Variable:
+        return a * c
+
+    y = checkpoint(block, x)
+    old, c = c, c + 1.0  # the old Variable alive
+    with pytest.raises(RuntimeError, match=r"where the forward pass read the Variable 'c' \("):
+        F.sum(y).backward()
+    del old
+    c = Variable(np.array([1.0, 2.0]), requires_grad=False, name="c")
+    y = checkpoint(block, x)
+    c = c + 1.0  # the old Variable gone: its name was kept
+    with pytest.raises(
+        RuntimeError, match=r"read the array of the Variable 'c' \(\(2\), float64\)"
+    ):
+        F.sum(y).backward()
+
+
+class Stores:
+    """A block that makes constants inside itself, keeps one of its intermediate
+    results outside itself, and returns a mask it also reads."""
+
+    __name__ = "block"
+
+    def __init__(self, c: Variable, raw: Any, w: Variable) -> None:
+        self.c, self.raw, self.w = c, raw, w
+        self.h: Variable | None = None
+
+    def __call__(self, a: Variable) -> tuple[Variable, Variable]:
+        one = Variable(a.xp.ones_like(a.array), requires_grad=False)
+        self.h = F.tanh(a * self.w)  # recorded: the recomputation makes it anew
+        mask = a > 0
+        return F.exp(self.h * self.c + self.raw) * one * F.astype(mask, a.dtype), mask
+
+
+def test_unchanged_names_stay_exact(backend: Any) -> None:
+    # Constants made inside the block, a result kept outside it, a mask returned and
+    # read, a nested checkpoint whose node is applied only where its inputs need a
+    # gradient (here not, for w alone), at first and second order: the gradients are
+    # those of the block itself, nothing raises.
+    dtype = _dtype(backend)
+    rng = np.random.default_rng(4)
+    c = backend.variable(rng.uniform(-1, 1, (3,)), dtype, requires_grad=False)
+    raw = backend.asarray(rng.uniform(-1, 1, (3,)), dtype)
+    w = backend.variable(rng.uniform(-1, 1, (3,)), dtype)
+    x = backend.variable(rng.uniform(-1, 1, (2, 3)), dtype)
+    stores = Stores(c, raw, w)
+
+    def block(a: Variable) -> Variable:
+        return checkpoint(stores, a)[0] * c + checkpoint(lambda b: b * raw, a)
+
+    for wrt in ([x, w], [w]):
+        for run in (block, lambda a: checkpoint(block, a)):
+            got = _grads([F.sum(run(x) ** 2)], wrt, double=True)
+            got2 = _grads([sum((F.sum(g * g) for g in got[1:]), F.sum(got[0]))], wrt, False)
+            if run is block:
+                want, want2 = got, got2
+                continue
+            for g, r in zip([*got, *got2], [*want, *want2], strict=True):
+                _close(backend, g, r)
