@@ -15,20 +15,10 @@ gives it. In double backprop the backward of the node is itself a checkpoint of 
 vector-Jacobian product, so second-order gradients are right and cost no more
 memory than the first-order ones.
 
-The recomputation must see what the first run saw. Without checkpoint a node that
-saved an array raises in backward if that array was written in place since
-(:mod:`agnograd._versions`); here the block's nodes are gone, so the checkpoint
-node does that check for them: the first run records the memory of every array
-that any operation of the block reads (a :class:`_Recorder` hook, so operations
-outside a checkpoint pay nothing) and, once the block's own intermediate arrays
-are freed, the versions of the memory still alive, which backward compares before
-recomputing. Variables without a gradient that the block reads keep their array
-too, so that one given another array (``c.array = c.array + 1``, a write on JAX)
-raises. And the recomputation must read, at each place, the very array the first
-run read there: a name that the block reads through a closure and that was rebound
-between forward and backward (``c = c + 1``, or ``c += 1``, which binds a new
-Variable) makes backward raise too (the recorder of the recomputation compares, see
-:class:`_Reads`), where it would otherwise read the new object.
+The recomputation must read what the first run read: an array written in place,
+a Variable given a new array or a closure's name rebound between forward and
+backward makes backward raise (:mod:`agnograd._checkpoint_reads` records the reads
+and checks them).
 """
 
 from __future__ import annotations
@@ -39,12 +29,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agnograd import _versions
-from agnograd._backend import is_array, label
+from agnograd._backend import is_array
+from agnograd._checkpoint_reads import Reads, Recorder, check_closures, rebound_error
 from agnograd._config import config, force_backprop_mode, get_auto_forward
 from agnograd._engine import grad
 from agnograd._function import FunctionNode
 from agnograd._variable import Variable, VariableNode
-from agnograd.function_hooks import FunctionHook
 
 __all__ = ["Checkpoint", "checkpoint", "forget"]
 
@@ -163,8 +153,8 @@ class Checkpoint(FunctionNode):
         # What the first run read besides the node's inputs, set once it is linked:
         # the memory of arrays with its version then, Variables without a gradient
         # with their array then, and where arrays still alive were first read (see
-        # _Reads).
-        self._reads: _Reads | None = None
+        # Reads).
+        self._reads: Reads | None = None
 
     @property
     def label(self) -> str:
@@ -183,10 +173,12 @@ class Checkpoint(FunctionNode):
         self, target_input_indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]
     ) -> tuple[Any, ...]:
         saved = self.get_retained_inputs()
-        self._check_closures(saved)
-        if self._reads is not None:
-            self._reads.check(self)
         n = len(self._call.slots)
+        inputs = self.inputs
+        assert inputs is not None  # set when the node was linked
+        check_closures(self.label, self._call.name, inputs[n:], saved[n:])
+        if self._reads is not None:
+            self._reads.check(self.label, self._call.name, self._op)
         if not config.enable_backprop:  # ordinary backprop: one recomputation
             args = [
                 Variable(a, requires_grad=i in target_input_indexes) if variable else a
@@ -218,11 +210,11 @@ class Checkpoint(FunctionNode):
             if i < n and not args[i].requires_grad:
                 args[i] = Variable(args[i].array, requires_grad=True)
         fresh = {a.node for a in args if isinstance(a, Variable)}
-        recorder = _Recorder(expect=self._reads)
+        recorder = Recorder(Checkpoint, expect=self._reads)
         with force_backprop_mode(), recorder:
             result = self._call.run(args)
         if recorder.other is not None:
-            raise _rebound(self, *recorder.other)
+            raise rebound_error(self.label, self._call.name, self._op, *recorder.other)
         everything = _outputs_of(result, self._op, self._call.name)
         found = _closed_over(everything, fresh, recorder.functions)
         del recorder
@@ -242,23 +234,6 @@ class Checkpoint(FunctionNode):
             [gy for _, gy in live],
             enable_double_backprop=double,
         )
-
-    def _check_closures(self, saved: tuple[Any, ...]) -> None:
-        """Raise if a closed-over Variable was given another array since forward: the
-        recomputation would read the new one."""
-        inputs = self.inputs
-        assert inputs is not None
-        n = len(self._call.slots)
-        for node, kept in zip(inputs[n:], saved[n:], strict=True):
-            var = node.get_variable_or_none()
-            kept = kept.array if isinstance(kept, Variable) else kept
-            if var is not None and var.array is not kept:
-                raise RuntimeError(
-                    f"{self.label}: the Variable {var.label} that {self._call.name} reads "
-                    "was given a new array between forward and backward, so the "
-                    "recomputation would differ from the forward pass; update parameters "
-                    "after backward"
-                )
 
     def _check_recomputation(
         self, outputs: list[Variable], found: list[VariableNode], known: set[VariableNode]
@@ -353,232 +328,6 @@ class _Call:
         return self.f(*args, **kwargs)
 
 
-class _Recorder(FunctionHook):
-    """Collects the function nodes applied while it is entered; with ``reads`` (the
-    first run of a block) also the memory of every array they read and where it was
-    first read; with ``expect`` (a recomputation) compares what is read at those
-    places with what the first run read there (:class:`_Reads`), keeping the first
-    difference in ``other``."""
-
-    def __init__(self, reads: bool = False, expect: _Reads | None = None) -> None:
-        self.name = f"agnograd.checkpoint.{id(self):x}"  # nested checkpoints: one each
-        self.functions: weakref.WeakSet[FunctionNode] = weakref.WeakSet()
-        # id(memory) -> (weak reference to it, shape and dtype of the array read, what
-        # read it first, and where: the index of that read among all, of that function
-        # among all, and its class). Weak: the block's intermediate arrays must not
-        # outlive it.
-        self.reads: dict[int, _Read] | None = {} if reads else None
-        # The functions applied so far (nested checkpoint nodes left out) and the arrays
-        # they read.
-        self._count = 0
-        self._read = 0
-        # A recomputation: the places to compare, by read, the index and read of the
-        # next one; ``other``: the first place that read another array, the function
-        # that read it there, and that array.
-        self._places = () if expect is None else expect.places
-        self._at = 0
-        self._next = self._places[0][0] if self._places else _NEVER
-        self.other: tuple[_Place, str, Any] | None = None
-
-    def forward_preprocess(self, function: Any, in_data: tuple[Any, ...]) -> None:
-        # Every operation of a checkpointed block comes here, twice: kept short.
-        kind = function.__class__
-        if kind is Checkpoint:
-            # A nested checkpoint's node is applied only where its inputs require a
-            # gradient, which the recomputation may change; the functions of its block,
-            # applied either way, read the same arrays.
-            return
-        reads = self.reads
-        count = self._count
-        start = self._read
-        if reads is None:  # a recomputation
-            if self._next != _NEVER:  # places left to compare
-                self._count = count + 1
-                end = self._read = start + len(in_data)
-                if self._next < end:
-                    self._compare(function, in_data, count, start, end)
-            return
-        self._count = count + 1
-        self._read = start + len(in_data)
-        i = start
-        for array in in_data:
-            memory = _versions.memory_of(array)
-            seen = reads.get(id(memory))
-            # (an id of a freed intermediate array can come back)
-            if seen is None or seen[0]() is not memory:
-                try:
-                    ref = weakref.ref(memory)
-                except TypeError:  # not weak-referenceable: cannot be tracked safely
-                    i += 1
-                    continue
-                shape = tuple(array.shape)
-                reads[id(memory)] = (ref, shape, array.dtype, function.label, i, count, kind)
-            i += 1
-
-    def _compare(
-        self, function: FunctionNode, in_data: tuple[Any, ...], count: int, start: int, end: int
-    ) -> None:
-        """Compare the reads ``start`` to ``end`` of the recomputation, those of its
-        ``count``-th function, with the first run's at the places among them."""
-        places = self._places
-        while self._next < end:
-            place = places[self._at]
-            first = place[1]
-            if first[5] != count or first[6] is not function.__class__:
-                # Not the function that read there in the first run: the recomputation
-                # applies others (it does not compute the same thing), compare no more.
-                self._next = _NEVER
-                return
-            array = in_data[place[0] - start]
-            if first[0]() is not _versions.memory_of(array):
-                self.other = (place, function.label, array)
-                self._next = _NEVER  # one is enough
-                return
-            self._at += 1
-            self._next = places[self._at][0] if self._at < len(places) else _NEVER
-
-    def forward_postprocess(self, function: Any, in_data: tuple[Any, ...]) -> None:
-        self.functions.add(function)
-
-
-_Read = tuple["weakref.ref[Any]", tuple[int, ...], Any, str, int, int, type]
-# Where the first run first read an array that outlived it: the index of the read,
-# what was read, and the Variable holding it then (a weak reference) with its name.
-_Place = tuple[int, _Read, "weakref.ref[Variable] | None", "str | None"]
-_NEVER = 1 << 62  # no place left to compare
-
-
-class _Reads:
-    """What the first run of a block read besides the checkpoint node's inputs, taken
-    once the block's intermediate arrays are freed: the memory still alive with its
-    version then, the Variables without a gradient with their array then, and where
-    the arrays still alive were first read (the places).
-
-    Backward checks the first two before recomputing, as a node that saved an array
-    checks its version (:func:`agnograd._versions.check`): the block's nodes, which
-    would have, are gone. The recomputation must read the same array at each place
-    (else a name that the block reads was rebound to another one): its
-    :class:`_Recorder` compares, as long as the same functions come in the same order.
-    """
-
-    __slots__ = ("constants", "memory", "places")
-
-    def __init__(
-        self,
-        memory: list[tuple[_Read, int, weakref.ref[Variable] | None]],
-        constants: list[tuple[weakref.ref[Variable], weakref.ref[Any]]],
-        places: list[_Place],
-    ) -> None:
-        self.memory = memory
-        self.constants = constants
-        self.places = places
-
-    @classmethod
-    def after(
-        cls,
-        recorder: _Recorder,
-        watched: list[weakref.ref[Variable]],
-        skip: set[int],
-        anew: set[int] | None,
-    ) -> _Reads | None:
-        """The reads to check from those the first run (``recorder``) recorded;
-        ``skip`` holds the memory that the node's own checks cover (its inputs) or
-        that the recomputation makes anew (its outputs), as do the functions of the
-        block still alive (kept by an intermediate result stored outside it). With
-        ``anew`` (more memory the recomputation makes anew), the places too."""
-        reads = recorder.reads
-        assert reads is not None
-        names: dict[int, tuple[weakref.ref[Variable], str | None]] = {}
-        constants = []
-        for ref in watched:
-            var = ref()
-            if var is None or var._data is None:
-                continue  # made inside the block, and gone with it
-            try:
-                constants.append((ref, weakref.ref(var._data)))
-            except TypeError:
-                continue
-            names.setdefault(id(_versions.memory_of(var._data)), (ref, var.name))
-        made = set(skip)
-        for function in recorder.functions:  # usually none: the block's graph is gone
-            for out in function.outputs or ():
-                data = None if (node := out()) is None else node.data
-                if data is not None:
-                    made.add(id(_versions.memory_of(data)))
-        memory = []
-        places: list[_Place] = []
-        for key, read in reads.items():
-            owner = read[0]()
-            if owner is None or key in made:
-                continue  # freed (an intermediate array), or checked elsewhere
-            var_ref, var_name = names.get(key, (None, None))
-            memory.append((read, _versions.of((owner,))[0], var_ref))
-            if anew is not None and key not in anew:
-                places.append((read[4], read, var_ref, var_name))
-        if not (memory or constants):
-            return None
-        places.sort()  # by the index of the read (one each): the order of the recomputation
-        return cls(memory, constants, places)
-
-    def check(self, node: Checkpoint) -> None:
-        """Raise if something the block read changed since its first run."""
-        name = node._call.name
-        for ref, kept in self.constants:
-            var = ref()
-            if var is not None and var._data is not kept():
-                raise RuntimeError(
-                    f"{node.label}: the {var._describe()} that {name} reads was given a new "
-                    "array between forward and backward (an assignment to .array or .d, or "
-                    "a write into an immutable array such as JAX's), so recomputing "
-                    f"{name} in backward would read other values than the forward pass and "
-                    "its gradient would be wrong; change it after backward, or pass it to "
-                    f"{node._op}() as an argument"
-                )
-        for (ref, shape, dtype, reader, *_), version, var_ref in self.memory:
-            memory = ref()
-            if memory is None:
-                continue  # freed: nothing can have written into it
-            now = _versions.of((memory,))[0]
-            if now != version:
-                var = None if var_ref is None else var_ref()
-                what = (
-                    f"array ({label(shape, dtype)}, first read by {reader})"
-                    if var is None
-                    else var._describe()
-                )
-                raise RuntimeError(
-                    f"{node.label}: the {what} that {name} reads was written in place "
-                    f"between forward and backward (version {version} then, {now} now; a "
-                    "write into any view of the same memory counts), so recomputing "
-                    f"{name} in backward would read other values than the forward pass and "
-                    "its gradient would be wrong; make the write after backward, or into "
-                    "another array"
-                )
-
-
-def _rebound(node: Checkpoint, place: _Place, reader: str, array: Any) -> RuntimeError:
-    """The error for a recomputation that read ``array`` where the first run read
-    another array that outlived it (``place``): a name was rebound."""
-    _, (_, shape, dtype, *_), var_ref, var_name = place
-    var = None if var_ref is None else var_ref()
-    if var is not None:
-        then = f"the {var._describe()}"
-    elif var_name:
-        then = f"the array of the Variable {var_name!r} ({label(shape, dtype)})"
-    else:
-        then = f"an array ({label(shape, dtype)})"
-    name, op = node._call.name, node._op
-    now = label(tuple(array.shape), array.dtype)
-    return RuntimeError(
-        f"{node.label}: recomputing {name} in backward, {reader} read another array "
-        f"({now}) where the forward pass read {then}: a name that {name} reads through a "
-        "closure now refers to another array or Variable (it was rebound between forward "
-        "and backward, as `c = c + 1` or `c += 1` do), so the recomputation would read "
-        "other values than the forward pass and its gradient would be wrong; pass it to "
-        f"{op}() as an argument, or rebind it after backward"
-    )
-
-
 def _checkpoint(
     f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], op: str
 ) -> Any:
@@ -597,7 +346,7 @@ def _checkpoint(
     call = _Call(f, args, kwargs)
     given = call.inputs
     fresh = [_fresh(x) for x in given]
-    recorder = _Recorder(reads=True)
+    recorder = Recorder(Checkpoint, reads=True)
     with recorder:
         result = call.run(fresh)
     outputs = _outputs_of(result, op, call.name)
@@ -631,7 +380,7 @@ def _checkpoint(
     # backprop run the engine, whose functions depend on which inputs need a gradient,
     # and recompute the user's block, which compares its own.
     places = not isinstance(f, _VJP)
-    node._reads = _Reads.after(recorder, watched, skip, anew if places else None)
+    node._reads = Reads.after(recorder, watched, skip, anew if places else None)
     if single:
         return results[0]
     return results if as_list else tuple(results)

@@ -51,7 +51,7 @@ from agnograd._define_then_run import (
     forward_all,
     set_node_data,
 )
-from agnograd._engine import _seed
+from agnograd._engine import _cast, _seed
 from agnograd._engine import backward as engine_backward
 from agnograd._function import FunctionNode
 from agnograd._graph import functions_of
@@ -258,6 +258,10 @@ class CompiledGraph:
                 )
             # A seed refused leaves the plan as it was: backward may be called again.
             seeds = self._seeds(grad_outputs)
+            if seeds is None:  # a seed of another dtype: the engine, from the graph
+                self._forwarded = False
+                engine_backward(self.outputs, grad_outputs, clear_buffer=clear_buffer)
+                return
             self._forwarded = False
             try:
                 self._backward(grad_outputs, seeds, clear_buffer)
@@ -265,8 +269,11 @@ class CompiledGraph:
                 self._discard()  # no partial sum stays for the next step
                 raise
 
-    def _seeds(self, grad_outputs: Sequence[Any] | None) -> list[tuple[int, Any]]:
-        """Each output's slot and seed, checked and cast by the engine's rules."""
+    def _seeds(self, grad_outputs: Sequence[Any] | None) -> list[tuple[int, Any]] | None:
+        """Each output's slot and seed, checked by the engine's rules. A seed of another
+        dtype than its output's changes the dtypes that the plan's casts were settled
+        for: None then, where the graph keeps what the engine needs (the plans of
+        ``y.forward()``); cast to the output's dtype in a plan of ``compile``."""
         outputs = self.outputs
         if grad_outputs is None:
             grad_outputs = [None] * len(outputs)
@@ -274,8 +281,13 @@ class CompiledGraph:
         for i, (y, given) in enumerate(zip(outputs, grad_outputs, strict=True)):
             _, gy = _seed(y, given, i, None, False, "backward")
             slot = self._output_slots[i]
-            if slot is not None:
-                seeds.append((slot, gy))
+            if slot is None:
+                continue
+            if gy.dtype != y._data.dtype:
+                if self._keep != ALIVE:
+                    return None
+                gy = _cast(gy, y._data.dtype)
+            seeds.append((slot, gy))
         return seeds
 
     def _backward(

@@ -195,9 +195,11 @@ def _seed(
     """The initial gradient of output ``y``, given as ``grad_outputs[index]``, else
     the ``.grad`` the user set, else ones: for any output in ``backward`` (nnabla's
     default ``grad=1``), for a one-element one in ``grad`` (Chainer's and torch's
-    rule). ``backward`` stores the ones it made up in ``y.grad``, as Chainer does. A given one must
-    have the output's shape, as in torch (no silent broadcasting), and is cast to the
-    output's dtype, as torch casts it: every rule then sees the dtypes of the graph.
+    rule). ``backward`` stores the ones it made up in ``y.grad``, as Chainer does. A
+    given one must have the output's shape, as in torch (no silent broadcasting), and
+    may have another dtype: the gradients the rules return are cast to their inputs'
+    dtypes (a float64 seed of a float32 result keeps its precision down to a float64
+    leaf).
     """
     if not isinstance(y, Variable):
         raise TypeError(f"{op}: outputs must be Variables, got {type(y).__name__}")
@@ -212,8 +214,6 @@ def _seed(
         gy = users_grad(y)  # checked when it was set
         if gy is not None and not double:
             gy = gy._data
-    if gy is not None and gy.dtype != data.dtype:
-        gy = _cast(gy, data.dtype)
     if gy is None:
         if op != "backward" and math.prod(data.shape) != 1:
             raise ValueError(
@@ -235,16 +235,17 @@ def _symbolic_seed(y: Variable, gy: Any, loss_scale: float | None) -> tuple[Vari
     array or Variable of the output's shape), else ones of that shape."""
     if not isinstance(y, Variable):
         raise TypeError(f"grad: outputs must be Variables, got {type(y).__name__}")
+    shape = tuple(y.shape or ())  # a graph's node has one
     if gy is None:
         xp = y.__array_namespace__()
-        gy = xp.ones(tuple(y.shape), dtype=y.dtype, device=y.device)
+        gy = xp.ones(shape, dtype=y.dtype, device=y.device)
     elif not isinstance(gy, Variable):
         if not is_array(gy):
             raise TypeError(
                 f"grad: grad_outputs must be arrays or Variables (or None), got {type(gy).__name__}"
             )
         gy = Variable._new(gy, False)
-    if tuple(gy.shape) != tuple(y.shape):
+    if tuple(gy.shape) != shape:
         raise ValueError(
             f"grad: a seed of shape {tuple(gy.shape)} for output {y._describe()}; give one "
             "of the output's shape"

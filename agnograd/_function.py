@@ -276,8 +276,8 @@ class FunctionNode:
         saved = self._saved_outputs
         if saved is None:
             if symbolic.get():
-                refs = self.outputs or ()
-                outs = [refs[i]() for i in self._retain_out]
+                kept = self.outputs or ()
+                outs = [kept[i]() for i in self._retain_out]
                 if all(node is not None for node in outs):
                     return tuple([node.get_variable() for node in outs])  # type: ignore[union-attr]
             raise RuntimeError(_freed_message(self, "outputs"))

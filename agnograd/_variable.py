@@ -543,7 +543,7 @@ class Variable(Operators, Printing, NnablaInterface):
         The seed is ``grad`` if given, else the ``.grad`` you set, else ones of this
         Variable's shape (nnabla's default ``grad=1``; a loss has one element). A
         ``.grad`` that an earlier backward wrote (its ones, or what ``retain_grad``
-        kept) is never a seed. A seed of another dtype is cast to this Variable's.
+        kept) is never a seed.
         With ``loss_scale`` the seed is multiplied by it and leaf gradients stay
         scaled (divide them before the update).
 

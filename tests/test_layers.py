@@ -55,6 +55,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "functional",
             "_transforms",
             "_checkpoint",
+            "_checkpoint_reads",
             "_graph_picture",
             "computational_graph",
             "interop",

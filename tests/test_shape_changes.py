@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 import agnograd
+import agnograd.functions as F
 from agnograd import Variable, _compiled, _replay
 from agnograd._printing import to_numpy
 from agnograd.functions._table import DIFFERENTIABLE
@@ -396,3 +397,158 @@ def test_a_static_graph_follows_its_inputs_shapes(case: Case, backend: str) -> N
                 assert_same(static.run(), want, what)
             if means == "replay":
                 assert static.planned(), f"{what}: the third run after the change ran no plan"
+
+
+#: The cases whose gradient graph cannot be built before the graph has run, each
+#: with why: ``agnograd.grad`` says so. Their rules need an output of a decomposition
+#: that the function dropped, so no node of the graph will ever compute it.
+NEEDS_A_RUN = {
+    "linalg.eigvals": "eig's eigenvectors, dropped by eigvals",
+    "linalg.eigvalsh": "eigh's eigenvectors, dropped by eigvalsh",
+    "linalg.svdvals": "svd's singular vectors, dropped by svdvals",
+    "linalg.matrix_norm-nuc": "svd's singular vectors, dropped by svdvals",
+}
+
+
+def _new_data(case: Case, backend: str, arrays: list[Any], shape: Shape) -> list[Any]:
+    """Other data of the same shapes: the floating inputs scaled (within every
+    case's domain), the masks negated, the indices shifted by one."""
+    xp = backend_namespace(backend)
+    out = []
+    for a, spec in zip(arrays, case.inputs, strict=True):
+        if spec.kind == "bool":
+            a = xp.logical_not(a)
+        elif spec.kind == "index":
+            a = (a + 1) % shape[-1]
+        else:
+            a = a * 0.9
+        out.append(a)
+    return out
+
+
+def _computed(grads: list[Variable | None]) -> list[np.ndarray | None]:
+    """The gradient graph's results, computed from the data the inputs hold now."""
+    got = []
+    for g in grads:  # None where no gradient reaches the input, as eagerly
+        if g is not None:
+            g.forward()
+        got.append(None if g is None else to_numpy(g.array))
+    return got
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_the_gradient_graph_of_a_graph_not_run_yet(case: Case, backend: str) -> None:
+    """``agnograd.grad`` under ``auto_forward(False)`` of outputs not computed yet
+    builds the gradient graph (nnabla's ``nn.grad``), which ``forward()`` computes
+    from the data the inputs hold then: eager's gradients, before and after new data;
+    the cases of ``NEEDS_A_RUN``, and only they, are refused with an error that says so."""
+    built = case.arrays(backend, BUILT)
+    static = Static(case, built, "walk")
+    wanted = [x for x in static.leaves if x.requires_grad]
+    if _id(case) in NEEDS_A_RUN:
+        with (
+            agnograd.auto_forward(False),
+            pytest.raises(RuntimeError, match="cannot be built before the graph has run"),
+        ):
+            agnograd.grad([static.y], wanted)
+        return
+    with agnograd.auto_forward(False):
+        grads = agnograd.grad([static.y], wanted)
+    for arrays in (built, _new_data(case, backend, built, BUILT)):
+        static.feed(arrays)
+        want, _ = eager(case, arrays)
+        expected = [w for x, w in zip(static.leaves, want[1:], strict=True) if x.requires_grad]
+        assert_same([None, *_computed(grads)], [None, *expected], "gradient graph")
+
+
+def test_needs_a_run_names_cases() -> None:
+    assert set(NEEDS_A_RUN) <= {_id(case) for case in CASES}
+
+
+def _symbolic_and_eager(
+    fn: Callable[..., Any], built: list[Any], later: list[Any], wanted: tuple[int, ...] = (0,)
+) -> None:
+    """The gradient graph of ``sum(fn(*leaves))`` built on ``built`` before any
+    forward, run on ``built`` and then on ``later``, gives eager's gradients."""
+    leaves = [Variable(a) for a in built]
+    with agnograd.auto_forward(False):
+        y = fn(*leaves)
+        loss = y.__array_namespace__().sum(y)
+        grads = agnograd.grad([loss], [leaves[i] for i in wanted])
+    for arrays in (built, later):
+        for leaf, a in zip(leaves, arrays, strict=True):
+            leaf.d = a
+        ref = [Variable(a) for a in arrays]
+        out = fn(*ref)
+        out.__array_namespace__().sum(out).backward()
+        expected = [to_numpy(ref[i].grad) for i in wanted]
+        assert_same([None, *_computed(grads)], [None, *expected], "gradient graph")
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs"),
+    [
+        ("max", {"axis": -1}),
+        ("min", {"axis": 0}),
+        ("max", {}),
+        ("min", {}),
+        ("linalg.vector_norm", {"axis": -1, "ord": float("inf")}),
+    ],
+)
+def test_a_gradient_graph_splits_ties_as_eager(name: str, kwargs: dict[str, Any], backend: str):
+    """The positions of an extremum are nodes of the gradient graph: fed ties later,
+    it splits the gradient among them as eager does."""
+    xp = backend_namespace(backend)
+    fn = Case(name, kwargs=kwargs).function
+    built = xp.asarray(np.arange(24.0).reshape(2, 3, 4) % 7.0 + 0.5)
+    tied = xp.asarray(np.array([1.0, 2.0, 2.0, 0.5] * 6).reshape(2, 3, 4))
+    _symbolic_and_eager(lambda x: fn(x.__array_namespace__())(x, **kwargs), [built], [tied])
+
+
+def test_a_gradient_graph_resolves_axes_from_its_nodes(backend: str) -> None:
+    """Nodes whose backward read an axis that forward resolved (and that a node with
+    its own shape inference never resolved before the gradient graph was built):
+    ``vecdot`` and ``diff`` along the first of two equal axes, where a wrong axis
+    gives a gradient of the right shape."""
+    xp = backend_namespace(backend)
+    rng = np.random.default_rng(0)
+    a, b = (xp.asarray(rng.uniform(0.5, 2.0, (3, 3))) for _ in range(2))
+    c, d = (xp.asarray(rng.uniform(0.5, 2.0, (3, 3))) for _ in range(2))
+    weights = xp.asarray(rng.uniform(0.5, 2.0, (3,)))
+
+    def vecdot(x1: Any, x2: Any) -> Any:
+        return x1.__array_namespace__().vecdot(x1, x2, axis=0) * weights
+
+    def diff(x: Any) -> Any:
+        return x.__array_namespace__().diff(x, axis=0) * weights
+
+    _symbolic_and_eager(vecdot, [a, b], [c, d], (0, 1))
+    _symbolic_and_eager(diff, [a], [c])
+
+
+def test_a_gradient_graph_reads_the_keys_and_masks_it_runs_on(backend: str) -> None:
+    """Indices, masks and the singularity of a matrix are read by the gradient graph
+    from the data it runs on, not from the data the inputs held when it was built."""
+    xp = backend_namespace(backend)
+    x = xp.asarray(np.arange(1.0, 7.0))
+    i, j = xp.asarray(np.array([0, 2, 2])), xp.asarray(np.array([5, 1, 5]))
+    _symbolic_and_eager(lambda v, k: v[k] * v[k], [x, i], [x, j])  # x[Variable]
+
+    def labels(v: Any, t: Any) -> Any:
+        return F.softmax_cross_entropy(v, t, reduce="no")
+
+    logits = xp.asarray(np.arange(6.0).reshape(2, 3) / 4)
+    t0, t1 = xp.asarray(np.array([0, 2])), xp.asarray(np.array([1, -1]))
+    _symbolic_and_eager(labels, [logits, t0], [logits * 0.5, t1])
+    _symbolic_and_eager(lambda v: F.relu(v) * v, [x - 3.5], [3.5 - x])
+    _symbolic_and_eager(lambda v: v.__array_namespace__().where(v > 3, v * v, v), [x], [7 - x])
+    # Zeros appear: cumulative_prod's gradient finds them in the new data.
+    no_zeros = xp.asarray(np.array([[1.0, 2.0, 3.0], [0.5, 1.5, 2.0]]))
+    zeros = xp.asarray(np.array([[1.0, 0.0, 3.0], [0.0, 1.5, 0.0]]))
+    _symbolic_and_eager(
+        lambda v: v.__array_namespace__().cumulative_prod(v, axis=1), [no_zeros], [zeros]
+    )
+    # An invertible matrix, then a singular one: det's gradient is then the adjugate.
+    invertible = xp.asarray(np.array([[2.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 4.0]]))
+    singular = xp.asarray(np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]]))
+    _symbolic_and_eager(lambda m: m.__array_namespace__().linalg.det(m), [invertible], [singular])

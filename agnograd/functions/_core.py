@@ -9,9 +9,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import array_api_compat
+
 from agnograd import _versions
-from agnograd._backend import SCALARS
+from agnograd._backend import SCALARS, raw_namespace
 from agnograd._function import FunctionNode
+from agnograd._function import symbolic as _symbolic
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
 from agnograd.functions._standard import parse_signature, signature
@@ -38,10 +41,53 @@ def raw(x: Any) -> Any:
     return x._data if isinstance(x, Variable) else x
 
 
+def held(x: Any) -> Any:
+    """What a rule reads of the retained Variable ``x`` as a constant (a mask, the
+    positions of an extremum, indices): its raw array, or -- while ``agnograd.grad``
+    builds the gradient graph of a define-then-run graph not run yet -- ``x`` itself,
+    which that graph reads when it runs (the array ``x`` holds now, if any, may be
+    replaced before then). A raw array is returned as it is.
+    """
+    if isinstance(x, Variable) and not _symbolic.get():
+        return x._data
+    return x
+
+
+def raw_xp_device(x: Any) -> tuple[Any, Any]:
+    """The raw namespace and the library's own device of ``x``'s array, to build
+    constants beside it; for a Variable of a define-then-run graph not computed yet,
+    those its data will have."""
+    if isinstance(x, Variable):
+        data = x._data
+        if data is None:
+            device = x.device
+            return x.xp, getattr(device, "native", device)
+        x = data
+    return raw_namespace(x), array_api_compat.device(x)
+
+
 def shape_of(x: Any) -> tuple[int, ...]:
     """Shape of a Variable (known even before define-then-run computes it) or array."""
     # A node's shape is None only for an uninitialised Variable, which no function takes.
     return x._node.shape if isinstance(x, Variable) else tuple(x.shape)  # type: ignore[return-value]
+
+
+def input_shape(func: FunctionNode, i: int = 0) -> tuple[int, ...]:
+    """Shape of the input ``i`` of ``func`` (known once the graph is linked), from its
+    node: what a rule derives shapes and axes from, never from what ``forward`` saw
+    (a gradient graph may be built before any forward ran, see ``agnograd.grad``)."""
+    inputs = func.inputs
+    assert inputs is not None, f"{func.label}: the graph was unchained"
+    shape = inputs[i].shape
+    assert shape is not None, f"{func.label}: input {i} has no shape yet"
+    return tuple(shape)
+
+
+def input_dtype(func: FunctionNode, i: int = 0) -> Any:
+    """Dtype of the input ``i`` of ``func``, from its node (see :func:`input_shape`)."""
+    inputs = func.inputs
+    assert inputs is not None, f"{func.label}: the graph was unchained"
+    return inputs[i].dtype
 
 
 def constant(x: Any) -> Variable:

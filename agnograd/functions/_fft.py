@@ -21,14 +21,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import array_api_compat
-
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import constant, raw, shape_of
+from agnograd.functions._core import constant, input_dtype, input_shape, raw_xp_device, shape_of
 from agnograd.functions._rows import Rows
-from agnograd.functions._statistical import input_shape
 
 ROWS = Rows(__name__)
 
@@ -97,15 +94,12 @@ def _weights(like: Any, axis: int, n: int, factor: float) -> Any:
     The zero frequency (and the Nyquist frequency of an even ``n``) appear once in
     the full spectrum; every other bin stands for itself and its conjugate twin.
     """
-    data = raw(like)
-    rxp = namespace_of(data)
+    rxp, device = raw_xp_device(like)
     bins = n // 2 + 1
     values = [1.0 if k == 0 or 2 * k == n else factor for k in range(bins)]
-    shape = [1] * len(data.shape)
+    shape = [1] * len(like.shape)
     shape[axis] = bins
-    w = rxp.asarray(
-        values, dtype=_real_dtype(rxp, data.dtype), device=array_api_compat.device(data)
-    )
+    w = rxp.asarray(values, dtype=_real_dtype(rxp, like.dtype), device=device)
     return rxp.reshape(w, tuple(shape))
 
 
@@ -116,11 +110,10 @@ def _resize(xp: Any, g: Any, axis: int, length: int) -> Any:
         return g
     if current > length:
         return g[(*(slice(None),) * axis, slice(0, length), ...)]
-    data = raw(g)
-    rxp = namespace_of(data)
+    rxp, device = raw_xp_device(g)
     shape = list(g.shape)
     shape[axis] = length - current
-    zeros = rxp.zeros(tuple(shape), dtype=data.dtype, device=array_api_compat.device(data))
+    zeros = rxp.zeros(tuple(shape), dtype=g.dtype, device=device)
     return xp.concat([g, zeros], axis=axis)
 
 
@@ -263,7 +256,7 @@ class Transform(FunctionNode):
             )
         for axis in axes:
             g = _resize(xp, g, axis, in_shape[axis])
-        real_input = self.xp.isdtype((self.inputs or ())[0].dtype, "real floating")
+        real_input = self.xp.isdtype(input_dtype(self), "real floating")
         if real_input and xp.isdtype(g.dtype, "complex floating"):
             # A real input of a complex transform moves along the real axis only.
             g = xp.real(g)

@@ -25,9 +25,8 @@ from agnograd._function import FunctionNode
 from agnograd._inplace import note_view
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import raw, shape_of
+from agnograd.functions._core import held, input_shape, raw, raw_xp_device, shape_of
 from agnograd.functions._rows import Rows
-from agnograd.functions._statistical import input_shape
 
 ROWS = Rows(__name__)
 
@@ -93,13 +92,17 @@ class GetItem(FunctionNode):
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
         shape = input_shape(self)
-        key = self._backward_key()
         if isinstance(gy, Variable):
-            return (GetItemGrad(key, shape).apply((gy,))[0],)
-        return (scatter_into_zeros(shape, key, gy),)
+            return (GetItemGrad(self.key, shape).apply((gy,))[0],)
+        return (scatter_into_zeros(shape, self.key, gy),)
 
-    def _backward_key(self) -> Any:
-        return self.key
+
+def _filled(key: tuple[Any, ...], where: tuple[int, ...], arrays: Any) -> tuple[Any, ...]:
+    """``key`` with the arrays of ``arrays`` (or of its Variables) at ``where``."""
+    filled = list(key)
+    for i, array in zip(where, arrays, strict=True):
+        filled[i] = raw(array)
+    return tuple(filled)
 
 
 class GetItemAt(GetItem):
@@ -110,37 +113,54 @@ class GetItemAt(GetItem):
     def __init__(self, key: tuple[Any, ...], where: tuple[int, ...]) -> None:
         self.key = key
         self.where = where
-
-    def _with(self, arrays: Any) -> tuple[Any, ...]:
-        key = list(self.key)
-        for i, array in zip(self.where, arrays, strict=True):
-            key[i] = raw(array)
-        return tuple(key)
+        self._retain_in = tuple(range(1, len(where) + 1))  # the indices, for backward
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        self.retain_inputs(range(1, len(inputs)))  # the indices, for backward
-        return (inputs[0][self._with(inputs[1:])],)
+        return (inputs[0][_filled(self.key, self.where, inputs[1:])],)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         # Indices take no gradient (a key computed from data that does, such as a mask
         # of x > 0, is asked for one).
-        gx = super().backward(indexes, grad_outputs) if 0 in indexes else (None,)
-        return tuple([gx[0] if i == 0 else None for i in indexes])
-
-    def _backward_key(self) -> Any:
-        return self._with(self.get_retained_inputs())
+        if 0 not in indexes:
+            return (None,) * len(indexes)
+        (gy,) = grad_outputs
+        shape = input_shape(self)
+        indices = self.get_retained_inputs()
+        if isinstance(gy, Variable):  # the indices as inputs: a gradient graph reads them
+            gx = GetItemGrad(self.key, shape, self.where).apply((gy, *indices))[0]
+        else:
+            gx = scatter_into_zeros(shape, _filled(self.key, self.where, indices), gy)
+        return tuple([gx if i == 0 else None for i in indexes])
 
 
 class GetItemGrad(FunctionNode):
-    def __init__(self, key: Any, shape: tuple[int, ...]) -> None:
+    """Zeros of ``shape`` with the input added at ``key``; with ``where``, the key's
+    index arrays at those positions are the inputs after the first (see
+    :class:`GetItemAt`, its backward)."""
+
+    def __init__(self, key: Any, shape: tuple[int, ...], where: tuple[int, ...] = ()) -> None:
         self.key = key
         self.shape = shape
+        self.where = where
+        self._retain_in = tuple(range(1, len(where) + 1))
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (scatter_into_zeros(self.shape, self.key, inputs[0]),)
+        key = _filled(self.key, self.where, inputs[1:]) if self.where else self.key
+        return (scatter_into_zeros(self.shape, key, inputs[0]),)
+
+    def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:
+        return ((self.shape, inputs[0].dtype),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (grad_outputs[0][self.key],)
+        (g,) = grad_outputs
+        if not self.where:
+            return (g[self.key],)
+        indices = self.get_retained_inputs()
+        if isinstance(g, Variable):
+            gx = GetItemAt(self.key, self.where).apply((g, *indices))[0]
+        else:
+            gx = g[_filled(self.key, self.where, indices)]
+        return tuple([gx if i == 0 else None for i in indexes])
 
 
 @ROWS.declare("get_item", standard=False)  # Chainer's; behind Variable.__getitem__
@@ -258,36 +278,46 @@ class Gather(FunctionNode):
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
         shape = input_shape(self)
-        data = raw(gy)
-        xp = raw_namespace(data)
-        device = array_api_compat.device(data)
+        xp, device = raw_xp_device(gy)
         size = math.prod(shape)
         where = xp.reshape(xp.arange(size, dtype=index_dtype(xp, device), device=device), shape)
-        indices = self.get_retained_inputs() if self._retain_in else ()
-        positions = self.fn(xp, where, *(raw(i) for i in indices))
+        indices = [held(i) for i in self.get_retained_inputs()] if self._retain_in else []
+        if any(isinstance(i, Variable) for i in indices):
+            # A gradient graph not run yet: its nodes pick the positions, from the
+            # indices it runs on (see ``held``).
+            positions = self.fn(namespace_of(gy), where, *indices)
+        else:
+            positions = self.fn(xp, where, *indices)
         if isinstance(gy, Variable):
-            gx = ScatterAdd(positions, shape).apply((gy,))[0]
+            gx = ScatterAdd(shape).apply((gy, positions))[0]
         else:
             gx = scatter_add_positions(positions, shape, gy)
         return tuple(gx if i == 0 else None for i in indexes)
 
 
 class ScatterAdd(FunctionNode):
-    """Zeros of ``shape`` with the input added at flat ``positions``; backward gathers."""
+    """Zeros of ``shape`` with input 0 added at the flat positions of input 1 (which
+    gets no gradient); backward gathers."""
 
-    def __init__(self, positions: Any, shape: tuple[int, ...]) -> None:
-        self.positions = positions
+    _retain_in = (1,)
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
         self.shape = shape
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (scatter_add_positions(self.positions, self.shape, inputs[0]),)
+        values, positions = inputs
+        return (scatter_add_positions(positions, self.shape, values),)
+
+    def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:
+        return ((self.shape, inputs[0].dtype),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (g,) = grad_outputs
         xp = namespace_of(g)
-        positions = self.positions
-        flat = xp.take(xp.reshape(g, (-1,)), raw_namespace(positions).reshape(positions, (-1,)))
-        return (xp.reshape(flat, tuple(positions.shape)),)
+        (positions,) = self.get_retained_inputs()
+        flat = xp.take(xp.reshape(g, (-1,)), xp.reshape(positions, (-1,)))
+        gx = xp.reshape(flat, tuple(positions.shape))
+        return tuple(gx if i == 0 else None for i in indexes)
 
 
 def gather(fn: Callable[..., Any], x: Any, indices: Any, label: str) -> Variable:

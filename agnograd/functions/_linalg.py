@@ -29,13 +29,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import array_api_compat
-
 from agnograd._abstract import broadcast_shapes
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import Spec, conjugate, raw, shape_of
+from agnograd.functions._core import Spec, conjugate, input_shape, raw_xp_device, shape_of
 from agnograd.functions._manipulation import matrix_transpose
 from agnograd.functions._rows import Rows
 
@@ -47,12 +45,6 @@ ROWS = Rows(__name__)
 def mh(xp: Any, x: Any) -> Any:
     """Conjugate transpose of the last two axes (plain transpose for real dtypes)."""
     return conjugate(xp, xp.matrix_transpose(x))
-
-
-def raw_xp_device(x: Any) -> tuple[Any, Any]:
-    """The raw namespace and device of ``x``'s array, to build constants beside it."""
-    data = raw(x)
-    return namespace_of(data), array_api_compat.device(data)
 
 
 def raw_eye(like: Any, n: int, dtype: Any = None) -> Any:
@@ -168,21 +160,20 @@ def linear(x: Any, W: Any, b: Any = None) -> Variable:  # noqa: N803 - Chainer's
 
 
 class TensorDot(FunctionNode):
-    """``tensordot``; the user's ``axes`` are resolved against the inputs' shapes at
-    each forward (a graph re-run on a new shape takes the new ones) into ``axes1``
-    and ``axes2``, which backward reads."""
+    """``tensordot``; the node keeps the user's ``axes``, which forward and backward
+    each resolve against the inputs' shapes (backward from their nodes': a graph
+    re-run on a new shape takes the new ones, and a gradient graph may be built
+    before any forward ran, see ``agnograd.grad``)."""
 
     _retain_in = (0, 1)
 
     def __init__(self, axes: int | tuple[tuple[int, ...], tuple[int, ...]]) -> None:
         self.given_axes = axes
-        self.axes1: tuple[int, ...] = ()
-        self.axes2: tuple[int, ...] = ()
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         x1, x2 = inputs
-        self.axes1, self.axes2 = _contracted(tuple(x1.shape), tuple(x2.shape), self.given_axes)
-        return (self.xp.tensordot(x1, x2, axes=(self.axes1, self.axes2)),)
+        axes = _contracted(tuple(x1.shape), tuple(x2.shape), self.given_axes)
+        return (self.xp.tensordot(x1, x2, axes=axes),)
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[Spec, ...]:
         a, b = inputs
@@ -195,9 +186,10 @@ class TensorDot(FunctionNode):
         x1, x2 = self.get_retained_inputs()
         (gy,) = grad_outputs
         xp = namespace_of(gy)
-        a1, a2 = self.axes1, self.axes2
-        free1 = [i for i in range(len(x1.shape)) if i not in a1]
-        free2 = [i for i in range(len(x2.shape)) if i not in a2]
+        s1, s2 = input_shape(self, 0), input_shape(self, 1)
+        a1, a2 = _contracted(s1, s2, self.given_axes)
+        free1 = [i for i in range(len(s1)) if i not in a1]
+        free2 = [i for i in range(len(s2)) if i not in a2]
         nf1 = len(free1)
         result = []
         for i in indexes:
@@ -286,13 +278,12 @@ class VecDot(FunctionNode):
     _retain_in = (0, 1)
 
     def __init__(self, axis: int) -> None:
-        self.given_axis = axis  # the user's: a graph re-run on a new shape resolves it anew
-        self.axis = -1  # negative: counted from the end of the broadcast shape
+        self.given_axis = axis  # the user's: forward and backward resolve it for their shapes
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         x1, x2 = inputs
-        self.axis = _vecdot_axis(tuple(x1.shape), tuple(x2.shape), self.given_axis)
-        return (self.xp.vecdot(x1, x2, axis=self.axis),)
+        axis = _vecdot_axis(tuple(x1.shape), tuple(x2.shape), self.given_axis)
+        return (self.xp.vecdot(x1, x2, axis=axis),)
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[Spec, ...]:
         a, b = inputs
@@ -304,7 +295,9 @@ class VecDot(FunctionNode):
         x1, x2 = self.get_retained_inputs()
         (gy,) = grad_outputs
         xp = namespace_of(gy)
-        g = xp.expand_dims(gy, axis=self.axis)
+        # Negative: counted from the end of the broadcast shape, which gy lacks.
+        axis = _vecdot_axis(input_shape(self, 0), input_shape(self, 1), self.given_axis)
+        g = xp.expand_dims(gy, axis=axis)
         # y = sum(conj(x1) * x2): linear in x2, conjugate-linear in x1.
         return tuple(conjugate(xp, g) * x2 if i == 0 else g * x1 for i in indexes)
 

@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import Spec, is_complex, raw, real_dtype
+from agnograd.functions._core import Spec, is_complex, raw_xp_device, real_dtype
 from agnograd.functions._linalg import (
     check_matrix,
     diag_embed,
     mh,
     off_diagonal_inverse,
-    raw_xp_device,
     raw_zeros,
 )
 from agnograd.functions._rows import Rows
@@ -53,7 +52,7 @@ def _tril_half(xp: Any, x: Any) -> Any:
     rxp, device = raw_xp_device(x)
     rows = rxp.expand_dims(rxp.arange(n, device=device), axis=1)
     cols = rxp.expand_dims(rxp.arange(n, device=device), axis=0)
-    dtype = real_dtype(rxp, raw(x).dtype)
+    dtype = real_dtype(rxp, x.dtype)
     mask = rxp.astype(rows > cols, dtype) + rxp.astype(rows == cols, dtype) * 0.5
     return x * mask
 

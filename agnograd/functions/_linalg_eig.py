@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import Spec
+from agnograd.functions._core import Spec, input_dtype
 from agnograd.functions._linalg import check_matrix, diag_embed, mh, off_diagonal_inverse
 from agnograd.functions._rows import Rows
 
@@ -58,12 +58,9 @@ def _complex_dtype(xp: Any, dtype: Any) -> Any:
 class Eig(FunctionNode):
     _retain_out = (0, 1)
 
-    real_input = False  # set by forward: a real input gets the real part of the gradient
-
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (x,) = inputs
         xp = self.xp
-        self.real_input = not xp.isdtype(x.dtype, "complex floating")
         backend_eig = getattr(getattr(xp, "linalg", None), "eig", None)
         if backend_eig is None:
             raise NotImplementedError(
@@ -80,7 +77,6 @@ class Eig(FunctionNode):
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[Spec, ...]:
         x = inputs[0]
-        self.real_input = not x.xp.isdtype(x.dtype, "complex floating")
         dtype = _complex_dtype(x.xp, x.dtype)
         return ((tuple(x.shape[:-1]), dtype), (tuple(x.shape), dtype))
 
@@ -108,7 +104,7 @@ class Eig(FunctionNode):
             diagonal = diag_embed(xp, gw)
             inner = diagonal if inner is None else inner + diagonal
         ga = xp.linalg.solve(vh, inner @ vh)
-        if self.real_input:
+        if not self.xp.isdtype(input_dtype(self), "complex floating"):
             # A real input moves along real matrices only (torch's handle_r_to_c).
             ga = xp.real(ga)
         return (ga,)

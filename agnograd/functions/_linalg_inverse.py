@@ -15,6 +15,7 @@ from agnograd._variable import Variable
 from agnograd.functions._core import (
     Spec,
     conjugate,
+    held,
     is_complex,
     others_product,
     raw,
@@ -147,13 +148,16 @@ def _near_singular(a: Any) -> Any:
     """For each matrix of the raw stack ``a``, whether it is too close to singular for
     ``det * inv``: its smallest singular value at most ``sqrt(eps)`` times its largest
     (a test that scaling rows or columns does not fool). ``None`` when no matrix is, so
-    that the usual case skips the adjugate; lazy arrays always get the array."""
+    that the usual case skips the adjugate; lazy arrays, and the Variable ``a`` of a
+    gradient graph not run yet (see ``held``), always get the array."""
     xp = namespace_of(a)
     if a.shape[-1] == 0:
         return None
     s = xp.linalg.svdvals(a)
     near = s[..., -1] <= math.sqrt(xp.finfo(a.dtype).eps) * s[..., 0]
-    if not array_api_compat.is_lazy_array(near) and not bool(xp.any(near)):
+    if isinstance(near, Variable) or array_api_compat.is_lazy_array(near):
+        return near  # a node of a gradient graph not run yet, or a lazy array: no test
+    if not bool(xp.any(near)):
         return None
     return near
 
@@ -212,7 +216,7 @@ class Det(FunctionNode):
         (gd,) = grad_outputs
         xp = namespace_of(gd)
         # gd * adj(a)^H, where adj(a) = det(a) inv(a) for an invertible matrix.
-        near = _near_singular(raw(a))
+        near = _near_singular(held(a))
         scale = _matrix_scalar(xp, gd * conjugate(xp, d))
         if near is None:
             return (scale * mh(xp, xp.linalg.inv(a)),)

@@ -7,8 +7,6 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-import array_api_compat
-
 from agnograd._abstract import broadcast_shapes
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
@@ -17,12 +15,14 @@ from agnograd.functions._core import (
     Spec,
     conjugate,
     constant,
+    input_shape,
     normalize_axes,
     raw,
+    raw_xp_device,
     real_dtype,
     shape_of,
 )
-from agnograd.functions._linalg import check_matrix, matmul, raw_xp_device, raw_zeros
+from agnograd.functions._linalg import check_matrix, matmul, raw_zeros
 from agnograd.functions._linalg_decompositions import svdvals
 from agnograd.functions._linalg_inverse import inv
 from agnograd.functions._manipulation import expand_dims, reshape
@@ -56,8 +56,7 @@ class VectorNorm(FunctionNode):
         keepdims: bool,
         ord: float,  # noqa: A002
     ) -> None:
-        self.axis = axis  # the user's: a graph re-run on a new shape resolves it anew
-        self.axes: tuple[int, ...] = ()  # non-negative, for the input of the last forward
+        self.axis = axis  # the user's: forward and backward resolve it for their shape
         self.keepdims = keepdims
         self.ord = ord
         if ord == 0:  # a count of the nonzero elements: piecewise constant
@@ -65,9 +64,9 @@ class VectorNorm(FunctionNode):
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         x = inputs[0]
-        self.axes = normalize_axes(self.axis, len(x.shape), "linalg.vector_norm")
+        axes = normalize_axes(self.axis, len(x.shape), "linalg.vector_norm")
         # All axes as None: some libraries reject an empty tuple for 0-d arrays.
-        axis = None if len(self.axes) == len(x.shape) else self.axes
+        axis = None if len(axes) == len(x.shape) else axes
         return (self.xp.linalg.vector_norm(x, axis=axis, keepdims=self.keepdims, ord=self.ord),)
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[Spec, ...]:
@@ -84,10 +83,11 @@ class VectorNorm(FunctionNode):
         (y,) = self.get_retained_outputs()
         (gy,) = grad_outputs
         xp = namespace_of(gy)
-        shape = tuple(x.shape)
+        shape = input_shape(self)
+        axes = normalize_axes(self.axis, len(shape), "linalg.vector_norm")
         if not self.keepdims:
-            y = _expand_reduced(xp, y, shape, self.axes)
-            gy = _expand_reduced(xp, gy, shape, self.axes)
+            y = _expand_reduced(xp, y, shape, axes)
+            gy = _expand_reduced(xp, gy, shape, axes)
         p = self.ord
         # The gradient at the zero vector is 0 (PyTorch's subgradient): zeros are
         # replaced by ones where they would be divided by, and multiplied by 0 anyway.
@@ -100,7 +100,7 @@ class VectorNorm(FunctionNode):
         if math.isinf(p):
             # All of the extreme elements share the gradient evenly (ties split).
             hit = xp.astype(ax == y, ax.dtype)
-            count = xp.sum(hit, axis=self.axes, keepdims=True)
+            count = xp.sum(hit, axis=axes, keepdims=True)
             return (gy * unit * (hit / count),)
         if p == 1:
             return (gy * unit,)
@@ -222,9 +222,8 @@ def matrix_power(x: Any, n: int, /) -> Variable:
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"linalg.matrix_power: n must be an int, got {n!r}")
     if n == 0:
-        data = raw(x)
-        rxp = namespace_of(data)
-        identity = rxp.eye(shape[-1], dtype=data.dtype, device=array_api_compat.device(data))
+        rxp, device = raw_xp_device(x)
+        identity = rxp.eye(shape[-1], dtype=x.dtype, device=device)
         return constant(rxp.broadcast_to(identity, shape))
     base = inv(x) if n < 0 else x
     n = abs(n)
@@ -248,10 +247,8 @@ def _diagonal_length(m: int, n: int, offset: int) -> int:
 class Diagonal(FunctionNode):
     def __init__(self, offset: int) -> None:
         self.offset = offset
-        self.in_shape: tuple[int, ...] = ()
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        self.in_shape = tuple(inputs[0].shape)
         return (self.xp.linalg.diagonal(inputs[0], offset=self.offset),)
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[Spec, ...]:
@@ -262,7 +259,7 @@ class Diagonal(FunctionNode):
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
         xp = namespace_of(gy)
-        shape = self.in_shape
+        shape = input_shape(self)
         *batch, m, n = shape
         k = gy.shape[-1]
         if k == 0:
@@ -279,7 +276,7 @@ class Diagonal(FunctionNode):
         rxp, device = raw_xp_device(gy)
         rows = rxp.expand_dims(rxp.arange(m, device=device), axis=1)
         cols = rxp.expand_dims(rxp.arange(n, device=device), axis=0)
-        mask = rxp.astype(cols - rows == self.offset, raw(gy).dtype)
+        mask = rxp.astype(cols - rows == self.offset, gy.dtype)
         return (xp.expand_dims(column, axis=-1) * mask,)
 
 

@@ -13,9 +13,8 @@ from agnograd._backend import raw_namespace
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import apply_nondifferentiable, shape_of
+from agnograd.functions._core import apply_nondifferentiable, input_shape, normalize_axes, shape_of
 from agnograd.functions._rows import Rows
-from agnograd.functions._statistical import input_shape, normalize_axes
 
 ROWS = Rows(__name__)
 
@@ -398,17 +397,24 @@ def _moved(
     return tuple(order)
 
 
-class MoveAxis(PermuteDims):
+class MoveAxis(FunctionNode):
     """``moveaxis``: a permutation derived from the user's axes and the input's number
-    of axes at each run (a graph re-run on a new shape takes the new one)."""
+    of axes, at each run (a graph re-run on a new shape takes the new one) and in
+    backward (from the input's node)."""
 
     def __init__(self, source: int | tuple[int, ...], destination: int | tuple[int, ...]) -> None:
         self.source = source
         self.destination = destination
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        self.axes = _moved(len(inputs[0].shape), self.source, self.destination)
-        return super().forward(inputs)
+        (x,) = inputs
+        return (self.xp.permute_dims(x, _moved(len(x.shape), self.source, self.destination)),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (gy,) = grad_outputs
+        axes = _moved(len(input_shape(self)), self.source, self.destination)
+        inverse = tuple(sorted(range(len(axes)), key=axes.__getitem__))
+        return (namespace_of(gy).permute_dims(gy, inverse),)
 
 
 @ROWS.declare("moveaxis")
@@ -674,9 +680,8 @@ def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> V
     >>> F.astype(np.array([1.5]), np.float32)
     variable([1.5])
     """
-    data = x._data if isinstance(x, Variable) else x
-    if data is not None:
-        xp = raw_namespace(data)
+    xp = _library_of(x)
+    if xp is not None:
         try:
             floating = xp.isdtype(dtype, ("real floating", "complex floating"))
         except (AttributeError, TypeError, ValueError):  # torch's isdtype, given np.float64
@@ -688,6 +693,19 @@ def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> V
             # Integers and booleans carry no gradient.
             return apply_nondifferentiable(_astype, (x,), {"dtype": dtype})
     return AsType(dtype).apply((x,))[0]
+
+
+def _library_of(x: Any) -> Any:
+    """The raw namespace of ``x``'s array, also of a Variable that define-then-run has
+    not computed yet; None for an uninitialised Variable."""
+    if not isinstance(x, Variable):
+        return raw_namespace(x)
+    if x._data is not None:
+        return raw_namespace(x._data)
+    try:
+        return x.xp
+    except RuntimeError:  # no data and no creator: its library is not known yet
+        return None
 
 
 def _astype(xp: Any, x: Any, *, dtype: Any) -> Any:

@@ -5,23 +5,31 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import array_api_compat
-
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import raw, shape_of
+from agnograd.functions._core import apply_nondifferentiable, held, raw_xp_device, shape_of
 from agnograd.functions._rows import Rows
 
 ROWS = Rows(__name__)
 
 
+def _shift(x: Any, axis: int) -> Any:
+    """The max of ``x`` along ``axis``, a constant: softmax is shift-invariant, so the
+    shift needs no gradient of its own. In a gradient graph not run yet, a node of it
+    without gradient (see ``held``)."""
+    data = held(x)
+    if isinstance(data, Variable):
+        return apply_nondifferentiable(_max, (data,), {"axis": axis, "keepdims": True})
+    return namespace_of(data).max(data, axis=axis, keepdims=True)
+
+
+def _max(xp: Any, x: Any, *, axis: int, keepdims: bool) -> Any:
+    return xp.max(x, axis=axis, keepdims=keepdims)
+
+
 def _softmax(xp: Any, x: Any, axis: int) -> Any:
-    # Shift by the max of the raw data: softmax is shift-invariant, so the shift is
-    # a constant and needs no gradient of its own.
-    data = raw(x)
-    shifted = x - namespace_of(data).max(data, axis=axis, keepdims=True)
-    e = xp.exp(shifted)
+    e = xp.exp(x - _shift(x, axis))
     return e / xp.sum(e, axis=axis, keepdims=True)
 
 
@@ -55,8 +63,7 @@ def softmax(x: Any, axis: int = 1) -> Variable:
 
 
 def _log_softmax(xp: Any, x: Any, axis: int) -> Any:
-    data = raw(x)
-    shifted = x - namespace_of(data).max(data, axis=axis, keepdims=True)
+    shifted = x - _shift(x, axis)
     return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
 
 
@@ -104,7 +111,8 @@ class SoftmaxCrossEntropy(FunctionNode):
     def _targets(self, xp: Any, x: Any, t: Any) -> tuple[Any, Any, Any]:
         """One-hot targets (ignored rows all zero), the valid mask and its count."""
         valid = t != self.ignore_label
-        classes = xp.arange(x.shape[1], dtype=t.dtype, device=array_api_compat.device(x))
+        rxp, device = raw_xp_device(x)
+        classes = rxp.arange(x.shape[1], dtype=t.dtype, device=device)
         onehot = xp.astype(t[:, None] == classes[None, :], x.dtype)
         # An array, not a Python int: lazy backends (Dask) stay lazy.
         count = xp.clip(xp.sum(xp.astype(valid, x.dtype)), min=1)
@@ -127,8 +135,9 @@ class SoftmaxCrossEntropy(FunctionNode):
         x, t = self.get_retained_inputs()
         (gy,) = grad_outputs
         xp = namespace_of(gy)
-        data, t = raw(x), raw(t)
-        onehot, valid, count = self._targets(namespace_of(data), data, t)
+        # The labels, read as constants (nodes of a gradient graph not run yet).
+        data, t = held(x), held(t)
+        onehot, valid, count = self._targets(namespace_of(t), data, t)
         p = _softmax(xp, x, 1)
         scale = gy / count if self.reduce == "mean" else xp.reshape(gy, (-1, 1))
         gx = (p - onehot) * valid[:, None] * scale

@@ -10,7 +10,7 @@ from agnograd._backend import SCALARS
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import raw
+from agnograd.functions._core import held
 from agnograd.functions._rows import Rows
 from agnograd.functions._set import apply_nondifferentiable_tuple
 
@@ -33,7 +33,7 @@ class Where(FunctionNode):
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
         xp = namespace_of(gy)
-        condition = raw(self.get_retained_inputs()[0])
+        condition = held(self.get_retained_inputs()[0])
         zero = xp.zeros_like(gy)
         branches = [None, *(i for i, s in enumerate(self.scalars) if s is None)]
         result: list[Any] = []

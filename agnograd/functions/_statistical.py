@@ -19,25 +19,23 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from agnograd._backend import known_shape, raw_namespace
+from agnograd._backend import known_shape
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import conjugate, normalize_axes, others_product, raw, shape_of
+from agnograd.functions._core import (
+    conjugate,
+    held,
+    input_shape,
+    normalize_axes,
+    others_product,
+    shape_of,
+)
 from agnograd.functions._rows import Rows
 
 ROWS = Rows(__name__)
 
 Axis = int | tuple[int, ...] | None
-
-
-def input_shape(func: FunctionNode, i: int = 0) -> tuple[int, ...]:
-    """Shape of the input ``i`` of ``func`` (known once the graph is linked)."""
-    inputs = func.inputs
-    assert inputs is not None, f"{func.label}: the graph was unchained"
-    shape = inputs[i].shape
-    assert shape is not None, f"{func.label}: input {i} has no shape yet"
-    return tuple(shape)
 
 
 def _single_axis(axis: int | None, ndim: int, op: str) -> int:
@@ -223,10 +221,13 @@ class Extremum(Sum):
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         gy = self._kept(grad_outputs[0])
         xp = namespace_of(gy)
-        x = raw(self.get_retained_inputs()[0])
-        y = raw(self.get_retained_outputs()[0])
-        r = raw_namespace(x)
-        hit = x == r.reshape(y, tuple(gy.shape))
+        # Where the extremum is, and how many tie there: constants of the gradient,
+        # computed from the arrays (or, in a gradient graph not run yet, by nodes of
+        # it from the data it runs on: the same operations, so the same ties).
+        x = held(self.get_retained_inputs()[0])
+        y = held(self.get_retained_outputs()[0])
+        r = namespace_of(y)
+        hit = r.equal(x, r.reshape(y, tuple(gy.shape)))
         count = r.sum(r.astype(hit, x.dtype), axis=self.axes, keepdims=True)
         return (xp.where(hit, gy / count, 0.0),)
 
@@ -359,7 +360,7 @@ class Std(Var):
         (y,) = self.get_retained_outputs()
         y = xp.reshape(y, tuple(gy.shape))
         # d std = d var / (2 std); where std is 0 the gradient is 0 (as in PyTorch).
-        zero = raw(y) == 0
+        zero = held(y) == 0
         g = xp.where(zero, 0.0, gy / xp.where(zero, 1.0, y))
         return (scale * g * centered,)
 
@@ -394,23 +395,28 @@ class CumulativeSum(FunctionNode):
     fn = "cumulative_sum"
 
     def __init__(self, axis: int | None, include_initial: bool, dtype: Any = None) -> None:
-        self.given_axis = axis  # the user's: a graph re-run on a new shape resolves it anew
-        self.axis = 0  # non-negative, resolved for the input of the last forward
+        self.given_axis = axis  # the user's: forward and backward resolve it for their shape
         self.include_initial = include_initial
         self.kwargs = _dtype_kwargs(dtype)
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         fn = getattr(self.xp, self.fn)
         x = inputs[0]
-        self.axis = _single_axis(self.given_axis, len(x.shape), self.fn)
-        return (fn(x, axis=self.axis, include_initial=self.include_initial, **self.kwargs),)
+        axis = _single_axis(self.given_axis, len(x.shape), self.fn)
+        return (fn(x, axis=axis, include_initial=self.include_initial, **self.kwargs),)
 
-    def _trim(self, a: Any) -> Any:
-        """Drop the leading initial value (``include_initial``) along the axis."""
-        return a[_along(self.axis, slice(1, None))] if self.include_initial else a
+    @property
+    def axis(self) -> int:
+        """The non-negative axis, for the input's shape (its node's)."""
+        return _single_axis(self.given_axis, len(input_shape(self)), self.fn)
+
+    def _trim(self, a: Any, axis: int) -> Any:
+        """Drop the leading initial value (``include_initial``) along ``axis``."""
+        return a[_along(axis, slice(1, None))] if self.include_initial else a
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (reverse_cumulative_sum(self._trim(grad_outputs[0]), self.axis),)
+        axis = self.axis
+        return (reverse_cumulative_sum(self._trim(grad_outputs[0], axis), axis),)
 
 
 @ROWS.declare("cumulative_sum")
@@ -447,20 +453,20 @@ class CumulativeProd(CumulativeSum):
     _retain_out = (0,)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        gy = self._trim(grad_outputs[0])
+        axis = self.axis
+        gy = self._trim(grad_outputs[0], axis)
         xp = namespace_of(gy)
         (x,) = self.get_retained_inputs()
-        y = self._trim(self.get_retained_outputs()[0])
+        y = self._trim(self.get_retained_outputs()[0], axis)
         x, y = conjugate(xp, x), conjugate(xp, y)
-        axis = self.axis
         # gx[i] = sum over j >= i of gy[j] * prod(x[k] for k <= j, k != i).
         # Where x[i] != 0 that is rcs(gy * y)[i] / x[i] (rcs: reverse cumulative sum);
         # at the first zero z1 it is rcs(gy * cumprod(x with x[z1] = 1))[z1]; at the
         # second zero z2 it is x[z1] * rcs(gy * cumprod(x with x[z1] = x[z2] = 1))[z2],
         # whose value is 0 but whose derivative (double backprop) is not; after two
         # zeros both value and derivative vanish.
-        rx = raw(x)
-        r = raw_namespace(rx)
+        rx = held(x)  # where the zeros are: constants (nodes of a gradient graph not run yet)
+        r = namespace_of(rx)
         zero = rx == 0
         # int32 counts: some devices have no int64 (array-api-strict's no_x64).
         count = r.cumulative_sum(r.astype(zero, r.int32), axis=axis, dtype=r.int32)

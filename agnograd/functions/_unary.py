@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from agnograd.functions._core import conjugate, is_complex, raw
+from agnograd.functions._core import conjugate, held, is_complex
 from agnograd.functions._rows import Rows
 
 ROWS = Rows(__name__)
@@ -154,8 +154,8 @@ sigmoid = ROWS.unary("sigmoid", "y", lambda xp, x, y, g: g * y * (1 - y), (-3.0,
     {"F.sigmoid(np.array([0.0]))": "variable([0.5])"},
     compute=lambda xp, x: xp.tanh(x * 0.5) * 0.5 + 0.5)
 # The gradient at the kink is 0, as in PyTorch and JAX; the mask is read from the raw
-# output, a constant for double backprop.
-relu = ROWS.unary("relu", "y", lambda xp, x, y, g: xp.where(raw(y) > 0, g, xp.zeros_like(g)),
+# output, a constant for double backprop (in a gradient graph not run yet, a node of it).
+relu = ROWS.unary("relu", "y", lambda xp, x, y, g: xp.where(held(y) > 0, g, xp.zeros_like(g)),
     (0.1, 2.0, True),
     "Rectified linear unit ``max(x, 0)``; the gradient at 0 is 0.",
     {"F.relu(np.array([-1.0, 2.0]))": "variable([0., 2.])"},

@@ -5,23 +5,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import array_api_compat
-
-from agnograd._backend import SCALARS, raw_namespace
+from agnograd._backend import SCALARS
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
-from agnograd.functions._core import raw, shape_of
+from agnograd.functions._core import input_shape, raw_xp_device, shape_of
 from agnograd.functions._rows import Rows
-from agnograd.functions._statistical import input_shape
 
 ROWS = Rows(__name__)
 
 
 def _zeros(like: Any, shape: tuple[int, ...], raw_only: bool = False) -> Any:
-    data = raw(like)
-    xp = raw_namespace(data)
-    zeros = xp.zeros(shape, dtype=data.dtype, device=array_api_compat.device(data))
+    xp, device = raw_xp_device(like)
+    zeros = xp.zeros(shape, dtype=like.dtype, device=device)
     if raw_only or not isinstance(like, Variable):
         return zeros
     return Variable._new(zeros, False)
@@ -37,8 +33,7 @@ class Diff(FunctionNode):
     """``n``-th forward difference along ``axis`` of ``concat([prepend, x, append])``."""
 
     def __init__(self, axis: int, n: int, has_prepend: bool, has_append: bool) -> None:
-        self.given_axis = axis  # the user's: a graph re-run on a new shape resolves it anew
-        self.axis = 0  # non-negative, resolved for the inputs of the last forward
+        self.given_axis = axis  # the user's: forward and backward resolve it for their shapes
         self.n = n
         self.has_prepend = has_prepend
         self.has_append = has_append
@@ -53,8 +48,8 @@ class Diff(FunctionNode):
             kwargs["prepend"] = prepend
         if append is not None:
             kwargs["append"] = append
-        self.axis = _axis(self.given_axis, len(inputs[0].shape))
-        return (self.xp.diff(inputs[0], axis=self.axis, n=self.n, **kwargs),)
+        axis = _axis(self.given_axis, len(inputs[0].shape))
+        return (self.xp.diff(inputs[0], axis=axis, n=self.n, **kwargs),)
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:
         x = inputs[0]
@@ -69,7 +64,7 @@ class Diff(FunctionNode):
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (g,) = grad_outputs
         xp = namespace_of(g)
-        axis = self.axis
+        axis = _axis(self.given_axis, len(input_shape(self)))
         lengths = [input_shape(self, i)[axis] for i in range(len(self.inputs or ()))]
         total = sum(lengths)
         if self.n >= total:  # the output is empty: nothing depends on the inputs
