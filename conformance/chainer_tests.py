@@ -10,7 +10,7 @@ deselected. It prints, per test file, how many tests ran and passed, failed, fai
 as expected or were skipped, then every failure grouped by its cause (the exception
 type and the first line of its message, with numbers and addresses normalised).
 
-Expected failures are listed in ``conformance/xfails/chainer.txt`` (or ``--xfails``),
+Expected failures are listed in ``conformance/chainer_xfails.txt`` (or ``--xfails``),
 one ``test-id-pattern  # reason`` per line. A pattern with ``*`` (any characters) covers a
 class of tests of which some may pass; an exact test id is strict, and reported as
 ``xpassed`` (a stale entry) when the test passes. The exit status is 1 when a test
@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-XFAILS = Path(__file__).parent / "xfails" / "chainer.txt"
+XFAILS = Path(__file__).parent / "chainer_xfails.txt"
 
 #: The test files run by default, relative to ``tests/chainer_tests``.
 DEFAULT_FILES: tuple[str, ...] = (
@@ -164,7 +164,7 @@ def parse_xfails(text: str, source: str = "<xfails>") -> dict[str, str]:
 
 
 def load_xfails(path: str | Path | None = None) -> dict[str, str]:
-    """The expected failures of ``path`` (default ``conformance/xfails/chainer.txt``)."""
+    """The expected failures of ``path`` (default ``conformance/chainer_xfails.txt``)."""
     file = Path(path) if path is not None else XFAILS
     return parse_xfails(file.read_text(encoding="utf-8"), str(file))
 

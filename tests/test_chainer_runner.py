@@ -92,7 +92,7 @@ def test_match_xfail_prefers_the_exact_id_and_takes_brackets_literally():
 
 def test_the_shipped_xfail_list_gives_every_entry_a_classified_reason():
     entries = load_xfails()
-    assert XFAILS.name == "chainer.txt"
+    assert XFAILS.name == "chainer_xfails.txt"
     assert entries
     for pattern, reason in entries.items():
         assert "::" in pattern
