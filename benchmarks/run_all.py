@@ -42,6 +42,7 @@ BENCHMARKS = {
     "compiled": ("bench_compiled.py", True),
     "compiled_memory": ("bench_compiled_memory.py", False),
     "compiled_jax": ("bench_compiled_jax.py", True),
+    "compile_cost": ("bench_compile_cost.py", False),
 }
 
 

@@ -31,7 +31,8 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "timing": [
             *("run_all.py", "--quick", "--rounds", "1", "--same-process"),
             "--only",
-            "overhead,namespace,mlp,long_chain,checkpoint,compiled,compiled_memory,compiled_jax",
+            "overhead,namespace,mlp,long_chain,checkpoint,compiled,compiled_memory,compiled_jax,"
+            "compile_cost",
             *("--out", str(records)),
             *("--plot", str(records.with_suffix(".png"))),
         ],
@@ -156,3 +157,12 @@ def test_plot_is_drawn_where_matplotlib_is_installed(outputs: dict[str, Any]) ->
         assert "matplotlib is not installed" in text
     else:
         assert "plot written to" in text
+
+
+def test_compile_cost_benchmark_runs(outputs: dict[str, Any]) -> None:
+    rec = outputs["compile_cost"]
+    assert rec["benchmark"] == "compile_cost"
+    assert set(rec["sizes"]) == {"200", "2000"}
+    for costs in rec["sizes"].values():
+        assert costs["compile_s"] > 0
+        assert costs["walk_s"] > costs["plan_s"] > 0
