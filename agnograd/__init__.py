@@ -20,6 +20,8 @@ from agnograd import (
     computational_graph,
     functional,
     functions,
+    initializers,
+    type_check,
 )
 from agnograd._adapter import Adapter
 from agnograd._backend import register_adapter
@@ -36,11 +38,15 @@ from agnograd._config import (
     using_config,
 )
 from agnograd._convert import as_array, as_variable
+from agnograd._debug import is_debug, set_debug
 from agnograd._define_then_run import forward_all
 from agnograd._device import CopyWarning, Device, get_device, view
-from agnograd._engine import backward, grad
+from agnograd._engine import backward_outputs as backward
+from agnograd._engine import grad
 from agnograd._function import FunctionNode
+from agnograd._function_v1 import Function
 from agnograd._namespace import namespace, namespace_of
+from agnograd._parameter import Parameter
 from agnograd._variable import Variable, VariableNode
 from agnograd.computational_graph import build_computational_graph
 from agnograd.function_hooks import FunctionHook, PrintHook, TimerHook
@@ -52,8 +58,10 @@ __all__ = [
     "CompiledGraph",
     "CopyWarning",
     "Device",
+    "Function",
     "FunctionHook",
     "FunctionNode",
+    "Parameter",
     "PrintHook",
     "TimerHook",
     "Variable",
@@ -74,12 +82,16 @@ __all__ = [
     "get_auto_forward",
     "get_device",
     "grad",
+    "initializers",
+    "is_debug",
     "namespace",
     "namespace_of",
     "no_backprop_mode",
     "recompute",
     "register_adapter",
     "set_auto_forward",
+    "set_debug",
+    "type_check",
     "using_config",
     "view",
 ]

@@ -40,6 +40,36 @@ SCALARS = frozenset(
     }
 )
 
+#: NumPy's scalar types: what NumPy gives for the 0-d result of a ufunc, an operator
+#: or a reduction (``numpy.exp(x)``, ``x * 2``, ``x.sum()`` of a 0-d or 1-d ``x``).
+NUMPY_SCALARS = frozenset(SCALARS - set(_SCALARS))
+
+
+def as_array(data: Any) -> Any:
+    """``data``, or a 0-d NumPy array of the same value and dtype where ``data`` is a
+    NumPy scalar.
+
+    What agnograd holds as data or gradient is an array, as the array API standard
+    and Chainer have it: NumPy alone answers a 0-d result with a scalar, which has no
+    ``__setitem__``, no ``__dlpack__`` and no place in memory to write. Every array
+    an operation hands to a Variable passes here (``Variable``'s constructor, its
+    ``array`` setter, :meth:`agnograd.Device.send`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from agnograd._backend import as_array
+    >>> as_array(np.float32(2.0))
+    array(2., dtype=float32)
+    >>> x = np.ones(2)
+    >>> as_array(x) is x
+    True
+    """
+    if data.__class__ in NUMPY_SCALARS:
+        return numpy.asarray(data)
+    return data
+
+
 # type(array) -> raw array API namespace; filled on first sight of each type so the
 # hot path is one dict lookup instead of array_api_compat's scan.
 _namespaces: dict[type, Any] = {}

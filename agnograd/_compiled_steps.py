@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agnograd import _versions
-from agnograd._backend import raw_namespace, writable
+from agnograd._backend import as_array, raw_namespace, writable
 from agnograd._compiled_trace import trace_rule
 from agnograd._config import using_config
 from agnograd._define_then_run import _unlinked, set_node_data
@@ -54,6 +54,8 @@ def _publish_code(
         if node in _unlinked:
             lines.append(f"{bind(set_node_data)}({bind(node)}, buf[{slot}])")
             continue
+        if node.shape == ():  # NumPy answers a 0-d result with a scalar
+            lines.append(f"buf[{slot}] = {bind(as_array)}(buf[{slot}])")
         name = bind(node)
         lines.append(f"{name}._data = buf[{slot}]")
         if node._variable() is not None:

@@ -43,6 +43,23 @@ def _mode_with(name: str, value: Any) -> tuple[bool, bool, Mapping[str, Any]]:
     return backprop, auto_forward, hooks
 
 
+#: The function hook of debug mode (agnograd._debug fills it in when imported): setting
+#: ``config.debug`` adds it to this thread's hooks or removes it, so that debug mode
+#: costs operations nothing while it is off.
+debug_hook: Any = None
+
+
+def _mode_with_debug(debug: bool) -> tuple[bool, bool, Mapping[str, Any]]:
+    """This thread's MODE with the debug hook among its hooks, or not."""
+    backprop, auto_forward, hooks = MODE.get()
+    hook = debug_hook
+    if hook is None or (hook.name in hooks) == debug:
+        return backprop, auto_forward, hooks
+    if debug:
+        return backprop, auto_forward, {**hooks, hook.name: hook}
+    return backprop, auto_forward, {k: v for k, v in hooks.items() if k != hook.name}
+
+
 _entries: dict[str, contextvars.ContextVar[Any]] = {
     "debug": contextvars.ContextVar("agnograd.debug", default=False),
     # How many runs of an unchanged graph y.forward() walks before it compiles the
@@ -103,6 +120,8 @@ class _Config:
         entry = _entries.get(name)
         if entry is None:
             entry = _entries[name] = contextvars.ContextVar(f"agnograd.{name}")
+        if name == "debug":
+            MODE.set(_mode_with_debug(bool(value)))
         entry.set(value)
 
     def __delattr__(self, name: str) -> None:
@@ -111,6 +130,8 @@ class _Config:
             return
         if _value(name) is _UNSET:
             raise AttributeError(f"agnograd.config has no entry {name!r}")
+        if name == "debug":
+            MODE.set(_mode_with_debug(False))
         _entries[name].set(_UNSET)
 
     def _names(self) -> list[str]:
@@ -151,6 +172,24 @@ class _Setting(contextlib.ContextDecorator, contextlib.AbstractContextManager[No
         self._entry.reset(self._tokens.pop())
 
 
+class _DebugSetting(_Setting):
+    """``config.debug`` set for a block, with the debug hook among the hooks or not."""
+
+    __slots__ = ("_mode_tokens",)
+
+    def __init__(self, entry: contextvars.ContextVar[Any], value: Any) -> None:
+        super().__init__(entry, value)
+        self._mode_tokens: list[contextvars.Token[Any]] = []
+
+    def __enter__(self) -> None:
+        self._mode_tokens.append(MODE.set(_mode_with_debug(bool(self._value))))
+        super().__enter__()
+
+    def __exit__(self, *exc_info: object) -> None:
+        super().__exit__(*exc_info)
+        MODE.reset(self._mode_tokens.pop())
+
+
 class _ModeSetting(_Setting):
     """One field of :data:`MODE` set for a block (the other fields as they are then)."""
 
@@ -178,6 +217,8 @@ def using_config(name: str, value: Any) -> contextlib.AbstractContextManager[Non
     entry = _entries.get(name)
     if entry is None:
         entry = _entries[name] = contextvars.ContextVar(f"agnograd.{name}")
+    if name == "debug":
+        return _DebugSetting(entry, value)
     return _Setting(entry, value)
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from agnograd import _extension, _graph, _versions
 from agnograd._abstract import Abstract, DataDependentError
-from agnograd._backend import raw_namespace
+from agnograd._backend import as_array, raw_namespace
 from agnograd._config import HOOKS, MODE, config
 from agnograd._device import Device, device_of
 from agnograd._engine import dropped
@@ -64,6 +64,7 @@ def count_forward() -> None:
 
 def set_node_data(node: VariableNode, data: Any) -> None:
     """Store a computed array in the node and in its Variable (and unlinked copies)."""
+    data = as_array(data)  # a 0-d NumPy result is a scalar
     node._data = data
     var = node._variable()
     if var is not None:

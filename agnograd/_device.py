@@ -114,7 +114,15 @@ class Device:
         ``arrays`` is an array or a list, tuple or dict of them (nested freely);
         ``None`` stays ``None``. An array already here is returned as it is, and an
         array of another library on the same physical device may share its memory
-        (DLPack); use :func:`agnograd.functions.copy` for a fresh array.
+        (DLPack); use :func:`agnograd.functions.copy` for a fresh array. A NumPy
+        scalar (``numpy.dot`` of two vectors) arrives as a 0-d array, as Chainer's
+        ``send`` gives it.
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> agnograd.get_device("@numpy").send({"w": np.ones(2), "s": np.float32(3)})
+        {'w': array([1., 1.]), 's': array(3., dtype=float32)}
         """
         if arrays is None:
             return None
@@ -390,8 +398,9 @@ def transfer(array: Any, device: Device, *, copy: bool | None = None, stream: An
 
     ``copy=True`` always gives a fresh buffer; ``copy=None`` returns ``array`` itself
     when it is already there and may share memory across libraries on the same
-    physical device.
+    physical device. A NumPy scalar is taken as the 0-d array it stands for.
     """
+    array = _backend.as_array(array)
     src = _owner(array, "transfer")
     dst = device.adapter
     if src is dst:

@@ -17,18 +17,18 @@ from typing import Any
 
 import numpy
 
-from agnograd import _extension
+from agnograd import _debug, _extension
 from agnograd._backend import (
     Array,
     _namespaces,
     backend_name,
     is_array,
     raw_namespace,
-    same_shape,
     writable,
 )
 from agnograd._config import HOOKS, MODE, using_config
 from agnograd._function import FunctionNode, describe_arrays
+from agnograd._function import sum_to as _sum_to
 from agnograd._function import symbolic as function_symbolic
 from agnograd._variable import Variable, VariableNode, clear_node_data
 
@@ -42,11 +42,39 @@ def backward(
     loss_scale: float | None = None,
     clear_buffer: bool = False,
 ) -> None:
+    """What :meth:`Variable.backward` runs: backpropagate from ``outputs``, leaving
+    their ``.grad`` as it is (a seed made up of ones is stored there, as Chainer's
+    ``y.backward()`` does). :func:`backward_outputs` is the public ``agnograd.backward``.
+    """
+    _backward(
+        outputs,
+        grad_outputs,
+        retain_grad,
+        enable_double_backprop,
+        loss_scale,
+        clear_buffer,
+        consume=False,
+    )
+
+
+def backward_outputs(
+    outputs: Sequence[Variable],
+    grad_outputs: Sequence[Variable | Array | None] | None = None,
+    *,
+    retain_grad: bool = False,
+    enable_double_backprop: bool = False,
+    loss_scale: float | None = None,
+    clear_buffer: bool = False,
+) -> None:
     """Backpropagate from several outputs at once, accumulating into leaf gradients.
 
-    ``grad_outputs`` gives the seed of each output (arrays, Variables or ``None``
-    to use the output's ``.grad``, or ones for a one-element output). The other
-    options are those of :meth:`Variable.backward`.
+    ``grad_outputs`` gives the seed of each output: an array or a Variable of the
+    output's shape, or ``None`` to use the ``.grad`` you set on the output, else ones
+    of its shape. With one output this is :meth:`Variable.backward`, which leaves the
+    output's ``.grad`` as it is. With several, their seeds are consumed, as in
+    Chainer's ``chainer.backward``: the outputs' ``.grad`` is ``None`` afterwards, so
+    that a second call does not count them again. The other options are those of
+    :meth:`Variable.backward`.
 
     Examples
     --------
@@ -56,7 +84,33 @@ def backward(
     >>> agnograd.backward([a, b], [np.ones(2), np.ones(2)])
     >>> x.grad
     array([4., 6.])
+    >>> a.grad, b.grad = np.ones(2), np.ones(2)
+    >>> agnograd.backward([a, b])
+    >>> x.grad, a.grad, b.grad
+    (array([ 8., 12.]), None, None)
     """
+    _backward(
+        outputs,
+        grad_outputs,
+        retain_grad,
+        enable_double_backprop,
+        loss_scale,
+        clear_buffer,
+        consume=isinstance(outputs, list | tuple) and len(outputs) > 1,
+    )
+
+
+def _backward(
+    outputs: Sequence[Variable],
+    grad_outputs: Sequence[Variable | Array | None] | None,
+    retain_grad: bool,
+    enable_double_backprop: bool,
+    loss_scale: float | None,
+    clear_buffer: bool,
+    consume: bool,
+) -> None:
+    """Backpropagate from ``outputs``; with ``consume``, the outputs' ``.grad`` is
+    ``None`` afterwards (seeds taken from it are used once)."""
     outputs = _as_list(outputs, "backward", "outputs")
     if grad_outputs is None:
         grad_outputs = [None] * len(outputs)
@@ -64,11 +118,15 @@ def backward(
         grad_outputs = _as_list(grad_outputs, "backward", "grad_outputs")
         _same_length(outputs, grad_outputs, "backward", "outputs", "grad_outputs")
     seeds = [
-        _seed(y, gy, i, loss_scale, enable_double_backprop, "backward")
+        _seed(y, gy, i, loss_scale, enable_double_backprop, "backward", not consume)
         for i, (y, gy) in enumerate(zip(outputs, grad_outputs, strict=True))
     ]
     # A leaf given as an output keeps its seed as .grad and receives nothing more.
     seeds = [(node, gy) for node, gy in seeds if node.creator_node is not None]
+    if consume:
+        for y, gy in zip(outputs, grad_outputs, strict=True):
+            if gy is None and y.creator_node is not None:
+                y._grad_var = None
     seen = {id(gy._data if isinstance(gy, Variable) else gy) for _, gy in seeds}
     with (
         using_config("enable_backprop", enable_double_backprop),
@@ -92,8 +150,12 @@ def grad(
     """Gradients of ``outputs`` with respect to ``inputs``, without touching ``.grad``.
 
     Only the part of the graph between ``outputs`` and ``inputs`` runs. An input that
-    the outputs do not reach gets ``None``. ``grad_inputs`` are added to the results;
-    with ``set_grad=True`` the results are also stored in the inputs' ``grad_var``.
+    the outputs do not reach gets ``None``. ``grad_inputs`` are the inputs' initial
+    gradients, as in Chainer: each is added to its input's result and flows on, through
+    the input's creator, into the inputs computed before it. With ``set_grad=True``
+    the results are also stored in the inputs' ``grad_var``; with ``retain_grad=True``
+    every intermediate Variable on the way keeps its gradient, the inputs that have a
+    creator included.
 
     Under ``auto_forward(False)``, of outputs that have not been computed yet, it
     builds the gradient graph instead, as nnabla's ``nn.grad`` does: the results are
@@ -140,6 +202,16 @@ def grad(
         ]
     double = enable_double_backprop or symbolic
     targets = {x._node for x in inputs}
+    # grad_inputs are the inputs' initial gradients, as in Chainer: they flow on
+    # into the inputs' creators, down to other inputs.
+    target_seeds = []
+    for x, extra in zip(inputs, grad_inputs or (), strict=False):
+        if extra is not None:
+            if isinstance(extra, Variable):
+                extra = extra if double else extra._data
+            elif double:
+                extra = Variable._new(extra, False)
+            target_seeds.append((x._node, extra))
     token = function_symbolic.set(symbolic)
     try:
         with (
@@ -147,13 +219,10 @@ def grad(
             using_config("auto_forward", not symbolic),
             _quiet(),
         ):
-            results = _run(seeds, double, retain_grad, targets, False)
+            results = _run(seeds, double, retain_grad, targets, False, target_seeds)
             gxs: list[Variable | None] = []
-            for i, x in enumerate(inputs):
+            for x in inputs:
                 gx = results.get(x._node)
-                if grad_inputs is not None and grad_inputs[i] is not None:
-                    extra = grad_inputs[i]
-                    gx = extra if gx is None else gx + extra
                 if gx is not None and not isinstance(gx, Variable):
                     gx = Variable._new(gx, False)
                 gxs.append(gx)
@@ -162,6 +231,10 @@ def grad(
     if set_grad:
         for x, gx in zip(inputs, gxs, strict=True):
             x._grad_var = gx
+    elif retain_grad:  # an input that is an intermediate Variable keeps its gradient too
+        for x, gx in zip(inputs, gxs, strict=True):
+            if gx is not None and x.creator_node is not None:
+                _store_grad(x._node, gx)
     return gxs
 
 
@@ -190,12 +263,19 @@ def _same_length(a: list[Any], b: list[Any], op: str, name_a: str, name_b: str) 
 
 
 def _seed(
-    y: Variable, gy: Any, index: int, loss_scale: float | None, double: bool, op: str
+    y: Variable,
+    gy: Any,
+    index: int,
+    loss_scale: float | None,
+    double: bool,
+    op: str,
+    store_ones: bool = True,
 ) -> tuple[VariableNode, Any]:
     """The initial gradient of output ``y``, given as ``grad_outputs[index]``, else
     the ``.grad`` the user set, else ones: for any output in ``backward`` (nnabla's
     default ``grad=1``), for a one-element one in ``grad`` (Chainer's and torch's
-    rule). ``backward`` stores the ones it made up in ``y.grad``, as Chainer does. A
+    rule). ``backward`` stores the ones it made up in ``y.grad``, as Chainer does
+    (unless ``store_ones`` is false: ``agnograd.backward`` consumes its seeds). A
     given one must have the output's shape, as in torch (no silent broadcasting), and
     may have another dtype: the gradients the rules return are cast to their inputs'
     dtypes (a float64 seed of a float32 result keeps its precision down to a float64
@@ -221,7 +301,7 @@ def _seed(
                 "the initial gradient is ambiguous; pass grad_outputs"
             )
         gy = raw_namespace(data).ones_like(data)
-        if op == "backward":
+        if op == "backward" and store_ones:
             y._grad_var = _written[y._node] = Variable._new(gy, False)
     if loss_scale is not None:
         gy = gy * loss_scale
@@ -270,26 +350,6 @@ def _gradient_of(var: Variable, g: Any, what: str) -> None:
     var._check_grad(raw, f"{what} for", any_dtype=True)
 
 
-def _sum_to(gx: Any, shape: tuple[int, ...], func: FunctionNode, index: int) -> Any:
-    """Sum a broadcast gradient back to its input's shape (rules never unbroadcast)."""
-    xp = raw_namespace(gx) if not isinstance(gx, Variable) else gx.__array_namespace__()
-    lead = len(gx.shape) - len(shape)
-    bad = lead < 0 or not same_shape(shape, gx.shape[lead:], broadcast=True)
-    if bad:
-        raise ValueError(
-            f"backward of {func.label} returned a gradient of shape {tuple(gx.shape)} for "
-            f"input {index}, which has shape {shape} and cannot be reached by broadcasting"
-        )
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, s in enumerate(shape) if s == 1 and gx.shape[lead + i] != 1
-    )
-    if axes:
-        gx = xp.sum(gx, axis=axes, keepdims=True)
-    if lead:
-        gx = xp.reshape(gx, shape)
-    return gx
-
-
 def _relevant(seeds: Iterable[VariableNode], targets: set[VariableNode]) -> set[FunctionNode]:
     """Function nodes that lie on a path from a seed down to a target."""
     funcs: list[FunctionNode] = []
@@ -317,12 +377,16 @@ def _run(
     retain_grad: bool,
     targets: set[VariableNode] | None,
     clear_buffer: bool,
+    target_seeds: Sequence[tuple[VariableNode, Any]] = (),
 ) -> dict[VariableNode, Any]:
     """The backward loop. Returns the gradients that reached leaves (or targets).
 
     A function node is queued when the first gradient of one of its outputs arrives
     and runs when it is the highest-ranked node left, so every consumer of its
     outputs has run by then. Each gradient is dropped as soon as it is consumed.
+    ``target_seeds``: initial gradients of targets (``grad``'s ``grad_inputs``), which
+    flow on through the targets' creators where those lie between the seeds and
+    other targets.
     """
     grads: dict[VariableNode, Any] = {}
     heap: list[tuple[int, int, FunctionNode]] = []  # (-rank, order queued, node)
@@ -333,7 +397,7 @@ def _run(
     restoring = bool(dropped)  # forward dropped saved arrays to recompute them
     keep = {node for node, _ in seeds} if clear_buffer else set()
     checked: tuple[type, Any] = (type(None), None)  # the last gradient class found right
-    for node, gy in seeds:
+    for node, gy in (*seeds, *target_seeds):
         _add(grads, heap, order, relevant, node, gy)
     while heap:
         func = heapq.heappop(heap)[2]
@@ -362,13 +426,9 @@ def _run(
             if restoring and func in dropped:
                 _extension.define_then_run.restore(func)
             if special or func._local_hooks or func.backward_receives_variables:
-                gxs = _call_backward(func, in_nodes, indexes, gys, double)
-            elif (
-                func._defined_outside
-                and _refuses_variables.get(xp) is not False
-                and _refuses(xp, gys)
-            ):
-                gxs = _call_backward(func, in_nodes, indexes, gys, double, True)
+                gxs = _call_backward(func, in_nodes, indexes, gys, double, False, grads)
+            elif func._defined_outside:  # a user's node: refusing arrays, accumulation
+                gxs = _call_outside(func, in_nodes, indexes, gys, grads)
             else:
                 gxs = func.backward(indexes, gys)
         except Exception as error:
@@ -477,8 +537,9 @@ def _of_targets(
     """The gradients of the target inputs, from a backward that returned one per input."""
     if len(gxs) != n_inputs:
         raise ValueError(
-            f"backward of {func.label} returned {len(gxs)} gradients for "
-            f"{len(indexes)} target inputs {indexes}"
+            f"backward of {func.label} returned {len(gxs)} gradients for {len(indexes)} "
+            f"target inputs {indexes} of its {n_inputs}: the number of gradients returned "
+            "from backward is incorrect; return one per target input (or one per input)"
         )
     return tuple([gxs[i] for i in indexes])
 
@@ -512,10 +573,13 @@ def _call_backward(
     gys: Sequence[Any],
     double: bool = False,
     as_variables: bool = False,
+    grads: dict[VariableNode, Any] | None = None,
 ) -> Any:
     """``func.backward`` with what the common case skips: Variables for a node that
     asks for them (and in double backprop, and where the library's arrays refuse a
-    Variable on their right), and function hooks around the call."""
+    Variable on their right), function hooks around the call, and, for a node that
+    overrides ``backward_accumulate``, the gradients of its inputs so far (taken out
+    of ``grads``: what it returns replaces them)."""
     as_variables = as_variables or double or func.backward_receives_variables
     if as_variables:
         func._variables_in_backward = True
@@ -525,12 +589,85 @@ def _call_backward(
     for hook in hooks:
         hook.backward_preprocess(func, in_nodes, gys)
     try:
-        gxs = func.backward(indexes, tuple(gys))
+        if grads is not None and func._accumulates:
+            wrap = as_variables and not double
+            gxs = _backward_accumulate(func, in_nodes, indexes, tuple(gys), grads, wrap)
+        else:
+            gxs = func.backward(indexes, tuple(gys))
     finally:
         if as_variables:
             func._variables_in_backward = False
+    if hooks:  # debug mode is one of them: its check of the gradients runs here
+        _debug.check_backward(func, gxs)
     for hook in hooks:
         hook.backward_postprocess(func, in_nodes, gys)
+    return gxs
+
+
+def _call_outside(
+    func: FunctionNode,
+    in_nodes: tuple[VariableNode, ...],
+    indexes: tuple[int, ...],
+    gys: tuple[Any, ...],
+    grads: dict[VariableNode, Any],
+) -> Any:
+    """The backward of a node defined outside agnograd, in ordinary backprop: with
+    Variables where the library's arrays refuse them on their right (``gy *
+    F.f(x)``), with the inputs' gradients so far for ``backward_accumulate``."""
+    xp = func.xp
+    refuses = _refuses_variables.get(xp) is not False and _refuses(xp, gys)
+    if refuses or func._accumulates:
+        return _call_backward(func, in_nodes, indexes, gys, False, refuses, grads)
+    return func.backward(indexes, gys)
+
+
+def _backward_accumulate(
+    func: FunctionNode,
+    in_nodes: tuple[VariableNode, ...],
+    indexes: tuple[int, ...],
+    gys: tuple[Any, ...],
+    grads: dict[VariableNode, Any],
+    wrap: bool,
+) -> tuple[Any, ...]:
+    """``func.backward_accumulate`` given the gradients its target inputs have so far
+    (an input given twice gets its gradient at its first position only, as in
+    Chainer). Those are taken out of ``grads``: what it returns is the new total,
+    which the loop then stores as the input's first gradient."""
+    taken: list[Any] = []
+    seen: set[VariableNode] = set()
+    for i in indexes:
+        x = in_nodes[i]
+        g = None
+        if x not in seen:
+            seen.add(x)
+            g = grads.pop(x, None)
+            if g is not None and wrap:
+                g = Variable._new(g, False)
+        taken.append(g)
+    gxs = func.backward_accumulate(indexes, gys, tuple(taken))
+    if gxs.__class__ is not tuple:
+        gxs = _gradient_tuple(func, gxs)
+    if len(gxs) != len(indexes):
+        raise ValueError(
+            f"backward_accumulate of {func.label} returned {len(gxs)} gradients for "
+            f"{len(indexes)} target inputs {indexes}; it must return one per target input"
+        )
+    for i, g, gx in zip(indexes, taken, gxs, strict=True):
+        if g is None:
+            continue
+        if gx is None:
+            raise ValueError(
+                f"backward_accumulate of {func.label} returned None for input {i}, which "
+                "had a gradient from other paths; return that gradient (its entry of "
+                "grad_inputs) when there is nothing to add to it"
+            )
+        if tuple(gx.shape) != in_nodes[i].shape:
+            raise ValueError(
+                f"backward_accumulate of {func.label} returned a gradient of shape "
+                f"{tuple(gx.shape)} for input {i} of shape {in_nodes[i].shape}; a sum "
+                "with grad_inputs must have the input's shape (sum a broadcast gradient "
+                "to it before adding)"
+            )
     return gxs
 
 
@@ -611,8 +748,12 @@ def _cast(gx: Any, dtype: Any) -> Any:
 
 def _store_grad(node: VariableNode, g: Any) -> None:
     var = node._variable()
-    if var is not None:
-        var._grad_var = _written[node] = g if isinstance(g, Variable) else Variable._new(g, False)
+    if var is None:
+        return
+    held = var._grad_var
+    if held is not None and (held is g or held._data is g):
+        return  # the seed the user set, kept as it is (Chainer keeps the same object)
+    var._grad_var = _written[node] = g if isinstance(g, Variable) else Variable._new(g, False)
 
 
 # The gradients that backward wrote into the ``.grad`` of non-leaf Variables itself

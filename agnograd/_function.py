@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextvars
+import copy
 import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from agnograd import _backend, _extension, _graph, _versions
+from agnograd import _backend, _debug, _extension, _graph, _versions, type_check
+from agnograd._adapter import DLPACK_ACCELERATORS
 from agnograd._backend import Array, _namespaces, label
 from agnograd._config import HOOKS, MODE
 from agnograd._variable import Variable, VariableNode, _new_variable, _refuse_foreign_graph
@@ -81,18 +83,74 @@ class FunctionNode:
     # Whether the class was defined outside agnograd (set for each subclass).
     _defined_outside = False
 
+    # Whether apply runs check_type_forward: set for each subclass that defines one
+    # (and for an instance given one), so that the others pay nothing for it.
+    _checks_types = False
+
+    # Whether the class overrides backward_accumulate (set for each subclass): the
+    # engine then hands it the gradients its inputs have so far.
+    _accumulates = False
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._defined_outside = not cls.__module__.startswith("agnograd.")
+        cls._checks_types = cls.check_type_forward is not _NO_TYPE_CHECK
+        cls._accumulates = cls.backward_accumulate is not FunctionNode.backward_accumulate
 
     @property
     def label(self) -> str:
         """Short name of the function, by default its class name."""
         return type(self).__name__
 
+    def _type_check(self) -> Any:
+        check = self.__dict__.get("_instance_type_check")
+        return _no_type_check.__get__(self) if check is None else check
+
+    def _set_type_check(self, check: Any) -> None:
+        self.__dict__["_instance_type_check"] = check
+        self._checks_types = True
+
+    check_type_forward = property(
+        _type_check,
+        _set_type_check,
+        doc="""Check the types of the inputs before :meth:`forward` (Chainer's hook).
+
+        Define ``check_type_forward(self, in_types)`` in a subclass: ``apply`` then
+        calls it with one entry per input (``shape``, ``dtype``, ``ndim``, ``size``)
+        before ``forward``, and the conditions it states with
+        :func:`agnograd.type_check.expect` raise
+        :class:`~agnograd.type_check.InvalidType` when they fail. A class without one
+        pays nothing for the check. See :mod:`agnograd.type_check`.""",
+    )
+
     def forward(self, inputs: tuple[Array, ...]) -> tuple[Array, ...]:
-        """Compute the outputs from raw input arrays; return a tuple of arrays."""
-        raise NotImplementedError(f"{self.label} must implement forward(inputs)")
+        """Compute the outputs from raw input arrays; return a tuple of arrays.
+
+        Write it once against the array API (``self.xp``). Chainer's split is also
+        understood: a class that defines :meth:`forward_cpu` and :meth:`forward_gpu`
+        instead has ``forward_gpu`` called when the first input lives on an
+        accelerator (a CUDA, ROCm, Metal, ... device, as its ``__dlpack_device__``
+        says: CuPy arrays, torch tensors on ``cuda``, JAX arrays on a GPU) and
+        ``forward_cpu`` otherwise (NumPy, array-api-strict, torch on ``cpu``, ...).
+        """
+        if _on_accelerator(inputs):
+            return self.forward_gpu(inputs)
+        return self.forward_cpu(inputs)
+
+    def forward_cpu(self, inputs: tuple[Array, ...]) -> tuple[Array, ...]:
+        """Chainer's forward for inputs in host memory (see :meth:`forward`)."""
+        raise NotImplementedError(
+            f"{self.label} must implement forward(inputs) (or Chainer's forward_cpu and "
+            "forward_gpu)"
+        )
+
+    def forward_gpu(self, inputs: tuple[Array, ...]) -> tuple[Array, ...]:
+        """Chainer's forward for inputs on an accelerator (see :meth:`forward`)."""
+        raise NotImplementedError(
+            f"{self.label} has no forward_gpu for inputs on an accelerator "
+            f"({describe_arrays(inputs)}); implement forward(inputs) once with self.xp, "
+            "or forward_gpu"
+        )
 
     def backward(
         self, target_input_indexes: tuple[int, ...], grad_outputs: tuple[Array | None, ...]
@@ -103,8 +161,77 @@ class FunctionNode:
         no gradient). The result has one entry per target index (or one per input);
         ``None`` means a zero gradient. Broadcast inputs need no special care: the
         engine sums each gradient to its input's shape.
+
+        A class that overrides :meth:`backward_accumulate` instead needs no
+        ``backward``: this one then calls it with no gradients to add.
         """
+        if self._accumulates:
+            return self.backward_accumulate(
+                target_input_indexes, grad_outputs, (None,) * len(target_input_indexes)
+            )
         raise NotImplementedError(f"{self.label} defines no backward: it is not differentiable")
+
+    def backward_accumulate(
+        self,
+        target_input_indexes: tuple[int, ...],
+        grad_outputs: tuple[Array | None, ...],
+        grad_inputs: tuple[Array | None, ...],
+    ) -> tuple[Array | None, ...]:
+        """The gradients of the target inputs, each added to the gradient it has so far.
+
+        ``grad_inputs`` has one entry per target index: the gradient that input has
+        accumulated so far in this backward pass (from the other functions that use
+        it), or ``None``. An input given at several positions gets it at the first
+        only. The result has one entry per target index and **replaces** those
+        gradients: it must include them. Gradients added here must have their
+        input's shape (the engine can sum a broadcast gradient, not a sum).
+
+        Override it, instead of :meth:`backward`, to fuse computing a gradient with
+        adding it (Chainer's hook); the engine then calls it instead of ``backward``.
+        This default calls :meth:`backward` and adds.
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> class Twice(agnograd.FunctionNode):
+        ...     def forward(self, inputs):
+        ...         return (inputs[0] * 2,)
+        ...     def backward_accumulate(self, indexes, grad_outputs, grad_inputs):
+        ...         (gy,), (g,) = grad_outputs, grad_inputs
+        ...         return (gy * 2 if g is None else g + gy * 2,)
+        >>> x = agnograd.Variable(np.array([1.0, 2.0]))
+        >>> (y,) = Twice().apply((x,))
+        >>> agnograd.functions.sum(y + x).backward()
+        >>> x.grad
+        array([3., 3.])
+        """
+        backward = self.backward
+        if getattr(backward, "__func__", None) is FunctionNode.backward:
+            raise NotImplementedError(
+                f"{self.label} defines neither backward nor backward_accumulate: it is not "
+                "differentiable"
+            )
+        gxs = backward(target_input_indexes, grad_outputs)
+        if not isinstance(gxs, list | tuple):
+            raise TypeError(
+                f"backward of {self.label} returned {type(gxs).__name__}; it must return a "
+                "tuple with one gradient (an array, a Variable or None) per target input"
+            )
+        n_inputs = len(self.inputs or ())
+        if len(gxs) != len(target_input_indexes):
+            if len(gxs) != n_inputs:
+                raise ValueError(
+                    f"backward of {self.label} returned {len(gxs)} gradients for "
+                    f"{len(target_input_indexes)} target inputs {target_input_indexes}"
+                )
+            gxs = tuple([gxs[i] for i in target_input_indexes])
+        inputs = self.inputs or ()
+        summed = []
+        for i, gx, g in zip(target_input_indexes, gxs, grad_inputs, strict=True):
+            if g is not None and gx is not None:
+                gx = sum_to(gx, inputs[i].shape, self, i) + g  # type: ignore[arg-type]
+            summed.append(g if gx is None else gx)
+        return tuple(summed)
 
     # -- running ----------------------------------------------------------------
 
@@ -164,6 +291,8 @@ class FunctionNode:
             # agnograd wrote into some memory in place: no input of the graph may have
             # been changed since it was computed (through a view of its memory).
             _versions.check_inputs(self, nodes, arrays)
+        if self._checks_types:
+            type_check.check_types(self, arrays)
         if hooks or self._local_hooks:
             hooks = self._all_hooks()
             for hook in hooks:
@@ -179,7 +308,8 @@ class FunctionNode:
             or outputs[0].__class__ not in _namespaces
         ):
             outputs = _output_tuple(self, outputs)
-        if hooks:
+        if hooks:  # debug mode is one of them: its check of the outputs runs here
+            _debug.check_forward(self, outputs)
             for hook in hooks:
                 hook.forward_postprocess(self, arrays)
 
@@ -229,12 +359,13 @@ class FunctionNode:
         values that carry only a shape and a dtype; override it for a forward whose
         output shape depends on the data.
         """
-        raw_xp = self.xp
-        self.xp = inputs[0].__array_namespace__()
-        try:
-            outputs = self.forward(inputs)
-        finally:
-            self.xp = raw_xp
+        # On a copy: another thread may be running this node's forward or backward
+        # with its real namespace (a graph re-inferred for a plan while others walk it).
+        probe = copy.copy(self)
+        probe.xp = inputs[0].__array_namespace__()
+        outputs = probe.forward(inputs)
+        # What forward declared it keeps for backward, as a real forward would.
+        self._retain_in, self._retain_out = probe._retain_in, probe._retain_out
         return tuple((tuple(y.shape), y.dtype) for y in outputs)
 
     def retain_inputs(self, indexes: Sequence[int]) -> None:
@@ -256,6 +387,8 @@ class FunctionNode:
         """
         saved = self._saved_inputs
         if saved is None:
+            if not self._retain_in and _declared(self, "_retain_in"):
+                return ()  # retain_inputs(()): nothing kept, on purpose
             if symbolic.get():  # the graph's own Variables: what forward() will compute
                 nodes = self.inputs or ()
                 return tuple([nodes[i].get_variable() for i in self._retain_in])
@@ -275,6 +408,8 @@ class FunctionNode:
         """The outputs kept by :meth:`retain_outputs`, in that order (see inputs)."""
         saved = self._saved_outputs
         if saved is None:
+            if not self._retain_out and _declared(self, "_retain_out"):
+                return ()  # retain_outputs(()): nothing kept, on purpose
             if symbolic.get():
                 kept = self.outputs or ()
                 outs = [kept[i]() for i in self._retain_out]
@@ -303,6 +438,23 @@ class FunctionNode:
             else:
                 result.append(_variable_of(node, data))
         return tuple(result)
+
+    @property
+    def output_data(self) -> tuple[Any, ...]:
+        """The retained output arrays, one entry per output (``None`` for an output not
+        retained by :meth:`retain_outputs`), as Chainer gives them."""
+        outputs = self.outputs
+        if outputs is None:
+            raise RuntimeError(
+                f"{self.label}.output_data: the node holds no outputs (it has not run in a "
+                "graph, or was unchained)"
+            )
+        data: list[Any] = [None] * len(outputs)
+        saved = self._saved_outputs
+        if saved is not None:
+            for i, array in zip(self._retain_out, saved, strict=True):
+                data[i] = array
+        return tuple(data)
 
     def unchain(self) -> None:
         """Detach this node from its outputs and drop its inputs and saved arrays."""
@@ -347,6 +499,49 @@ class FunctionNode:
 _IN_ORDER = {n: tuple(range(n)) for n in range(1, 9)}
 
 
+def _no_type_check(self: FunctionNode, in_types: Any) -> None:
+    """No check: what a FunctionNode without ``check_type_forward`` has."""
+
+
+# The property FunctionNode.check_type_forward: a subclass that defines the method
+# hides it (and checks its inputs' types).
+_NO_TYPE_CHECK = FunctionNode.__dict__["check_type_forward"]
+
+
+def _on_accelerator(arrays: Sequence[Any]) -> bool:
+    """Whether the first array given lives on an accelerator (CUDA, ROCm, ...), as its
+    ``__dlpack_device__`` says; False when it cannot say."""
+    first = next((a for a in arrays if a is not None), None)
+    where = getattr(first, "__dlpack_device__", None)
+    if where is None:
+        return False
+    try:
+        kind = where()[0]
+    except Exception:  # a library that cannot tell (a lazy array, an old version)
+        return False
+    return bool(kind in DLPACK_ACCELERATORS)
+
+
+def sum_to(gx: Any, shape: tuple[int, ...], func: FunctionNode, index: int) -> Any:
+    """Sum a broadcast gradient back to its input's shape (rules never unbroadcast)."""
+    xp = _backend.raw_namespace(gx) if not isinstance(gx, Variable) else gx.__array_namespace__()
+    lead = len(gx.shape) - len(shape)
+    bad = lead < 0 or not _backend.same_shape(shape, gx.shape[lead:], broadcast=True)
+    if bad:
+        raise ValueError(
+            f"backward of {func.label} returned a gradient of shape {tuple(gx.shape)} for "
+            f"input {index}, which has shape {shape} and cannot be reached by broadcasting"
+        )
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, s in enumerate(shape) if s == 1 and gx.shape[lead + i] != 1
+    )
+    if axes:
+        gx = xp.sum(gx, axis=axes, keepdims=True)
+    if lead:
+        gx = xp.reshape(gx, shape)
+    return gx
+
+
 # Set while agnograd.grad builds the gradient graph of a define-then-run graph that has
 # not run (nnabla's nn.grad): rules then read the graph's own Variables, without data,
 # where they would read the arrays forward kept.
@@ -358,6 +553,14 @@ def _variable_of(node: VariableNode, data: Any) -> Variable:
     if var is not None and var._data is data:
         return var
     return Variable._from_node(node, data)
+
+
+def _declared(func: FunctionNode, name: str) -> bool:
+    """Whether ``func`` said what to keep (``retain_inputs(())``, or a class's own
+    ``_retain_in``), rather than never saying: that is a forgotten call."""
+    return name in func.__dict__ or any(
+        name in vars(cls) for cls in type(func).__mro__ if cls is not FunctionNode
+    )
 
 
 def _freed_message(func: FunctionNode, what: str) -> str:
@@ -408,8 +611,8 @@ def _output_tuple(func: FunctionNode, outputs: Any) -> tuple[Any, ...]:
     for i, y in enumerate(outputs):
         if not _backend.is_array(y):
             raise TypeError(
-                f"{func.label}.forward returned {type(y).__name__} as output {i}; "
-                "expected an array of the inputs' library"
+                f"{func.label}.forward returned {type(y).__name__} as output {i}; forward "
+                "output must be a tuple of ndarrays (arrays of the inputs' library)"
             )
     return outputs
 

@@ -283,6 +283,11 @@ def addgrad(self: Variable, var: Variable) -> None:
 def copydata(self: Variable, var: Variable) -> None:
     """``Variable.copydata``."""
     src, dst = var._data, self._data
+    initialize = getattr(var, "initialize", None)  # an uninitialised Parameter
+    if src is None and dst is not None and initialize is not None:
+        # Chainer: it makes its data with its initializer, then that is copied
+        initialize(tuple(dst.shape))
+        src = var._data
     if src is None or dst is None or _same_place(src, dst):
         _copydata(self, var)
         return

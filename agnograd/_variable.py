@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import array_api_compat
 import numpy
 
-from agnograd import _backend, _extension, _graph
+from agnograd import _backend, _debug, _extension, _graph
 from agnograd._backend import Array, dtype_name, raw_namespace
 from agnograd._backend import label as _label
 from agnograd._device import get_device
@@ -172,11 +172,14 @@ class Variable(Operators, Printing, NnablaInterface):
     data : array or None
         An array of any array API library (NumPy, PyTorch, JAX, CuPy,
         array-api-strict, ...), held as is -- never copied -- or ``None`` for an
-        uninitialised Variable.
+        uninitialised Variable. A NumPy scalar, NumPy's answer for a 0-d result, is
+        held as the 0-d array it stands for, as every 0-d result of an operation is.
     name : str, optional
         Name shown in ``repr``, hooks and debug output.
     grad : array, optional
-        Initial gradient; same shape, dtype, backend and device as ``data``.
+        Initial gradient; same shape, dtype, backend and device as ``data``. It is
+        held as a Variable of its own (``grad_var``) that requires a gradient where
+        its dtype allows one, as Chainer's ``Variable(grad)``.
     requires_grad : bool, optional
         Whether backprop computes a gradient for this Variable: by default, when
         the data is of a floating-point or complex dtype (or not given yet). Integer
@@ -242,6 +245,7 @@ class Variable(Operators, Printing, NnablaInterface):
                 "Variable(numpy.asarray(value))"
             )
         _refuse_foreign_graph(data, "Variable(data)")
+        data = _backend.as_array(data)  # a NumPy scalar is NumPy's 0-d value
         requires_grad = _can_require_grad(data, requires_grad, "Variable")
         self._data = data
         self._grad_var = None
@@ -257,7 +261,7 @@ class Variable(Operators, Printing, NnablaInterface):
     @classmethod
     def _from_node(cls, node: VariableNode, data: Any) -> Variable:
         var = object.__new__(cls)
-        var._data = data
+        var._data = data if data is None else _backend.as_array(data)
         var._grad_var = None
         var._node = node
         return var
@@ -277,6 +281,7 @@ class Variable(Operators, Printing, NnablaInterface):
                 f"got {type(data).__name__}"
             )
         _refuse_foreign_graph(data, "Variable.array")
+        data = _backend.as_array(data)
         self._data = data
         node = self._node
         node.shape = None if data is None else tuple(data.shape)
@@ -314,10 +319,22 @@ class Variable(Operators, Printing, NnablaInterface):
     @property
     def xp(self) -> Any:
         """The raw array API namespace of the data (``array_api_compat.numpy``, ...);
-        for a result of define-then-run not yet computed, that of its library."""
+        for a result of define-then-run not yet computed, that of its library; for a
+        Variable without data (``Variable()``), NumPy's, the library it would be
+        given data in by default (Chainer's answer).
+
+        Examples
+        --------
+        >>> import agnograd
+        >>> agnograd.Variable().xp.__name__
+        'array_api_compat.numpy'
+        """
         data = self._data
         if data is None:
-            return _extension.define_then_run.namespace_of_node(self._node)
+            node = self._node
+            if node.creator_node is None and node._data is None and node.shape is None:
+                return raw_namespace(_NUMPY_PROBE)
+            return _extension.define_then_run.namespace_of_node(node)
         return raw_namespace(data)
 
     @property
@@ -349,8 +366,15 @@ class Variable(Operators, Printing, NnablaInterface):
             return
         if isinstance(g, Variable):
             raise TypeError("Variable.grad: got a Variable; assign it to .grad_var instead")
+        if g.__class__ in _backend.NUMPY_SCALARS:
+            raise TypeError(
+                f"Variable.grad: got the NumPy scalar {g!r}; a gradient is an array of the "
+                "data's shape: assign numpy.asarray(g)"
+            )
         self._check_grad(g)
-        self._grad_var = Variable._new(g, False)
+        # A Variable of its own, as Variable(g) makes it (Chainer): it requires a
+        # gradient where its dtype allows one.
+        self._grad_var = Variable._new(g, _can_require_grad(g, None, "Variable.grad"))
 
     @property
     def grad_var(self) -> Variable | None:
@@ -603,14 +627,19 @@ class Variable(Operators, Printing, NnablaInterface):
             retain_grad or enable_double_backprop or loss_scale is not None
         ) and _extension.replay.backward(self, grad, clear_buffer):
             return  # the compiled plan of the graph's last forward (agnograd._replay)
-        backward(
-            [self],
-            None if grad is None else [grad],
-            retain_grad=retain_grad,
-            enable_double_backprop=enable_double_backprop,
-            loss_scale=loss_scale,
-            clear_buffer=clear_buffer,
-        )
+        _debug.forget_current()
+        try:
+            backward(
+                [self],
+                None if grad is None else [grad],
+                retain_grad=retain_grad,
+                enable_double_backprop=enable_double_backprop,
+                loss_scale=loss_scale,
+                clear_buffer=clear_buffer,
+            )
+        except Exception as error:
+            _debug.annotate(error)  # debug mode: where the failing function was called
+            raise
 
     def __array_namespace__(self, /, *, api_version: str | None = None) -> Any:
         """agnograd's differentiable namespace, bound to this Variable's backend.
@@ -904,10 +933,19 @@ class Variable(Operators, Printing, NnablaInterface):
 
 _object_new = object.__new__
 _weakref = weakref.ref
+_numpy_scalars = _backend.NUMPY_SCALARS
+_numpy_asarray = numpy.asarray
+_NUMPY_PROBE = numpy.empty(0)  # an array whose namespace is NumPy's
 
 
 def _new_variable(data: Any, requires_grad: bool, creator: Any, rank: int) -> Variable:
     # The constructor of FunctionNode.apply's hot path: no validation, no __init__.
+    shape = data.shape
+    if not shape and data.__class__ in _numpy_scalars:
+        # NumPy answers a 0-d result (of a reduction, a ufunc, an operator) with a
+        # scalar: hold a 0-d array, as Chainer and the array API standard do. Every
+        # result and gradient an operation makes passes here.
+        data = _numpy_asarray(data)
     var = _object_new(Variable)
     var._data = data
     var._grad_var = None
@@ -918,7 +956,6 @@ def _new_variable(data: Any, requires_grad: bool, creator: Any, rank: int) -> Va
     node.name = None
     node.requires_grad = requires_grad
     node.rank = rank
-    shape = data.shape
     node.shape = shape if shape.__class__ is tuple else tuple(shape)
     node.dtype = data.dtype
     node.persistent = False

@@ -182,7 +182,7 @@ class Operators:
         return _extension.operators.reshape(self, shape, unlink)
 
     def transpose(self, *axes: Any) -> Any:
-        """Permute the axes (reverse them when none are given).
+        """Permute the axes (reverse them when none are given, or ``None``).
 
         Examples
         --------
@@ -190,8 +190,8 @@ class Operators:
         >>> agnograd.Variable(np.zeros((1, 2, 3))).transpose(2, 0, 1).shape
         (3, 1, 2)
         """
-        if len(axes) == 1 and isinstance(axes[0], tuple | list):
-            axes = tuple(axes[0])
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], tuple | list)):
+            axes = () if axes[0] is None else tuple(axes[0])  # x.transpose(None): NumPy's
         return _extension.operators.transpose(self, axes or None)
 
     @property

@@ -478,7 +478,7 @@ def vhp(
     ...     xp = x.__array_namespace__()
     ...     return xp.sum(x ** 3)
     >>> vhp(f, np.array([1.0, 2.0]), np.array([1.0, 1.0]))
-    (np.float64(9.0), array([ 6., 12.]))
+    (array(9.), array([ 6., 12.]))
     """
     is_inputs_tuple, inputs = _as_tuple(inputs, "vhp", "inputs")
     with eager_recording():
@@ -547,7 +547,7 @@ def hvp(
     >>> def f(x):
     ...     return x[0] ** 2 * x[1]
     >>> hvp(f, np.array([1.0, 2.0]), np.array([1.0, 0.0]))
-    (np.float64(2.0), array([4., 2.]))
+    (array(2.), array([4., 2.]))
     """
     is_inputs_tuple, inputs = _as_tuple(inputs, "hvp", "inputs")
     with eager_recording():
@@ -621,11 +621,11 @@ def value_and_grad(
     ...     return xp.sum((x @ w) ** 2)
     >>> x = np.array([[1.0, 2.0], [3.0, 4.0]])
     >>> value_and_grad(loss)(np.array([1.0, -1.0]), x)
-    (np.float64(2.0), array([ -8., -12.]))
+    (array(2.), array([ -8., -12.]))
     >>> def dot(p):
     ...     return p["w"] @ p["b"]
     >>> value_and_grad(dot)({"w": np.array([2.0, 3.0]), "b": np.array([5.0, 7.0])})
-    (np.float64(31.0), {'w': array([5., 7.]), 'b': array([2., 3.])})
+    (array(31.), {'w': array([5., 7.]), 'b': array([2., 3.])})
     """
     if isinstance(argnums, int):
         numbers: tuple[int, ...] = (argnums,)

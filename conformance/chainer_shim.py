@@ -12,7 +12,7 @@ at import time (``class MulAdd(chainer.Function)``, ``F.arcsin`` in a parameter
 list), and a test that calls it fails with ``NotImplementedError:
 chainer.Function: agnograd has no counterpart``, which is what the runner
 reports as the missing feature; the other tests of the file still run. Modules of
-Chainer that agnograd has no counterpart of at all (``chainer.initializers``, ...)
+Chainer that agnograd has no counterpart of at all (``chainer.serializers``, ...)
 exist and are empty (:data:`EMPTY`).
 
 Chainer's test helpers (``chainer.testing``) are Chainer's own, loaded from the
@@ -46,10 +46,10 @@ Examples
 >>> import chainer.functions as F
 >>> chainer.Variable is agnograd.Variable, F.exp is agnograd.functions.exp
 (True, True)
->>> chainer.Parameter()
+>>> chainer.Link()
 Traceback (most recent call last):
 ...
-NotImplementedError: chainer.Parameter: agnograd has no counterpart
+NotImplementedError: chainer.Link: agnograd has no counterpart
 >>> chainer_shim.uninstall()
 >>> "chainer" in sys.modules
 False
@@ -187,6 +187,8 @@ DELEGATES: dict[str, str] = {
     "chainer.function_hooks": "agnograd.function_hooks",
     "chainer.computational_graph": "agnograd.computational_graph",
     "chainer.gradient_check": "agnograd.testing",
+    "chainer.initializers": "agnograd.initializers",
+    "chainer.utils.type_check": "agnograd.type_check",
 }
 
 #: Modules of Chainer that agnograd has no counterpart of: present (so that test files
@@ -194,12 +196,10 @@ DELEGATES: dict[str, str] = {
 EMPTY: tuple[str, ...] = (
     "chainer._backprop_utils",
     "chainer.basic_math",
-    "chainer.initializers",
     "chainer.serializers",
     "chainer.training",
     "chainer.types",
     "chainer.utils.argument",
-    "chainer.utils.type_check",
 )
 
 
@@ -207,6 +207,7 @@ def _forwards() -> dict[str, dict[str, Any]]:
     """Each shim module and the objects it holds (built when installed)."""
     core = {
         "Variable": agnograd.Variable,
+        "Parameter": agnograd.Parameter,
         "as_variable": agnograd.as_variable,
         "as_array": agnograd.as_array,
     }
@@ -221,6 +222,18 @@ def _forwards() -> dict[str, dict[str, Any]]:
         "get_device": agnograd.get_device,
         "using_device": _using_device,
     }
+    trigonometric_nodes = {  # Chainer's class: the node of agnograd's function
+        chainer: getattr(agnograd.functions, name).node
+        for chainer, name in [
+            ("Sin", "sin"),
+            ("Cos", "cos"),
+            ("Tan", "tan"),
+            ("Arcsin", "asin"),
+            ("Arccos", "acos"),
+            ("Arctan", "atan"),
+            ("Arctan2", "atan2"),
+        ]
+    }
     return {
         "chainer": {
             **core,
@@ -229,13 +242,16 @@ def _forwards() -> dict[str, dict[str, Any]]:
             **configuration,
             **devices,
             "backward": agnograd.backward,
+            "Function": agnograd.Function,
+            "set_debug": agnograd.set_debug,
+            "is_debug": agnograd.is_debug,
             "FunctionHook": agnograd.FunctionHook,
             "get_array_types": _array_types,
         },
         "chainer.variable": {**core, "VariableNode": agnograd.VariableNode},
         "chainer.function_node": graph,
         "chainer.function_hook": {"FunctionHook": agnograd.FunctionHook},
-        "chainer.function": modes,
+        "chainer.function": {**modes, "Function": agnograd.Function},
         "chainer.configuration": configuration,
         "chainer.backend": {
             **devices,
@@ -277,6 +293,12 @@ def _forwards() -> dict[str, dict[str, Any]]:
             "is_available": _false,
             "ndarray": _unavailable_class("chainerx.ndarray"),
         },
+        # Chainer's node classes, by Chainer's names (agnograd names a node after the
+        # standard's function: Asin for arcsin).
+        "chainer.functions": trigonometric_nodes,
+        "chainer.functions.math": {},
+        "chainer.functions.math.trigonometric": trigonometric_nodes,
+        "chainer.initializers": {"_get_initializer": agnograd.initializers.get_initializer},
     }
 
 

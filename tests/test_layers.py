@@ -20,11 +20,31 @@ PACKAGE = Path(__file__).resolve().parent.parent / "agnograd"
 LAYERS: list[tuple[str, set[str]]] = [
     (
         "base: configuration, backend registry, devices as values, extension points",
-        {"_config", "_backend", "_adapter", "_versions", "_device", "_extension", "_graph"},
+        {
+            "_config",
+            "_backend",
+            "_adapter",
+            "_versions",
+            "_device",
+            "_extension",
+            "_graph",
+            "_debug",
+            "initializers",
+            "type_check",
+        },
     ),
     (
         "graph core",
-        {"_variable", "_variable_operators", "_printing", "_nnabla", "_function", "_engine"},
+        {
+            "_variable",
+            "_variable_operators",
+            "_printing",
+            "_nnabla",
+            "_function",
+            "_function_v1",
+            "_parameter",
+            "_engine",
+        },
     ),
     ("abstract evaluation", {"_abstract"}),
     (

@@ -17,8 +17,9 @@ array([[3., 0.]])
 
 from agnograd._checkpoint import forget
 from agnograd._transfer import copy
-from agnograd.functions import _misc, _nn, _rows, _table
+from agnograd.functions import _chainer, _misc, _nn, _rows, _table
 from agnograd.functions._binary import *  # noqa: F403 - each __all__ comes from the rows
+from agnograd.functions._chainer import *  # noqa: F403
 from agnograd.functions._creation import *  # noqa: F403
 from agnograd.functions._elementwise import *  # noqa: F403
 from agnograd.functions._fft import *  # noqa: F403
@@ -49,5 +50,5 @@ _ROWS.declare("forget", standard=False)(forget)
 # extensions, the elementwise ones, and the extras (Chainer's functions, copy).
 __all__ = [
     *_ROWS.exports(globals()),
-    *_rows.exported(*_table.CHAPTERS, _misc, _nn),
+    *_rows.exported(*_table.CHAPTERS, _chainer, _misc, _nn),
 ]

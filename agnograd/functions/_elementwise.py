@@ -266,19 +266,71 @@ _div = _operator(Div, DivConstant)
 _pow = _operator(Pow, PowConstant)
 
 
-@ROWS.declare("add", domain=((-2.0, 2.0), (-2.0, 2.0)))
-def add(x1: Any, x2: Any, /) -> Variable:
+class MultiAdd(FunctionNode):
+    """The sum of any number of arrays, broadcast against each other (Chainer's)."""
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        if len(inputs) == 1:
+            return inputs
+        y = inputs[0] + inputs[1]
+        for x in inputs[2:]:
+            y = y + x
+        return (y,)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        # The engine sums each gradient back to its input's shape.
+        return grad_outputs * len(indexes)
+
+
+def _add_two(x1: Any, x2: Any, /) -> Variable:
     """Elementwise ``x1 + x2``; either side may be a Python scalar.
 
     Examples
     --------
-    >>> import numpy as np, agnograd.functions as F
-    >>> F.add(np.array([1.0]), 2.0)
+    >>> import numpy as np, agnograd
+    >>> agnograd.namespace(np).add(np.array([1.0]), 2.0)
     variable([3.])
     """
     if type(x1) in SCALARS:
         x1, x2 = x2, x1
     return _add(x1, x2)
+
+
+# The namespace's add, under the standard's name.
+_add_two.__name__ = _add_two.__qualname__ = "add"
+
+
+@ROWS.declare("add", domain=((-2.0, 2.0), (-2.0, 2.0)), namespace=_add_two)
+def add(*xs: Any) -> Variable:
+    """Elementwise sum of the arrays ``xs``, broadcast against each other (Chainer's
+    ``F.add``); of two, either may be a Python scalar.
+
+    The namespace's ``add`` is the standard's, of two operands: ``add(x1, x2, /)``.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd, agnograd.functions as F
+    >>> F.add(np.array([1.0]), 2.0)
+    variable([3.])
+    >>> x = agnograd.Variable(np.array([1.0, 2.0]))
+    >>> y = F.add(x, np.array([[10.0], [20.0]]), x)
+    >>> y
+    variable([[12., 14.],
+              [22., 24.]])
+    >>> F.sum(y).backward(); x.grad
+    array([4., 4.])
+    """
+    if len(xs) == 2:
+        return _add_two(*xs)
+    if not xs:
+        raise TypeError("add: no arrays to add; give at least one (F.add(x1, x2, ...))")
+    scalars = [i for i, x in enumerate(xs) if type(x) in SCALARS]
+    if scalars:
+        raise TypeError(
+            f"add: operand {scalars[0]} of {len(xs)} is a Python scalar; only a sum of two "
+            "takes one: add it on its own (F.add(x1, x2, x3) + 2.0)"
+        )
+    return MultiAdd().apply(xs)[0]
 
 
 @ROWS.declare("subtract", domain=((-2.0, 2.0), (-2.0, 2.0)))

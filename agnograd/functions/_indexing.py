@@ -45,13 +45,20 @@ def normalize_key(key: Any, xp: Any, device: Any, ndim: int) -> Any:
         if isinstance(k, Variable):
             k = k._data
         elif isinstance(k, list):
-            k = xp.asarray(k, device=device)
+            # An empty list indexes nothing (NumPy's x[[]]): integers, not asarray's floats.
+            dtype = (index_dtype(xp, device) or xp.int64) if _empty(k) else None
+            k = xp.asarray(k, dtype=dtype, device=device)
         out.append(k)
     if is_basic(tuple(out)) and Ellipsis not in out:
         if sum(k is not None for k in out) < ndim:
             out.append(Ellipsis)
         return tuple(out)
     return tuple(out) if isinstance(key, tuple) else out[0]
+
+
+def _empty(items: list[Any]) -> bool:
+    """Whether the nested list ``items`` holds no element (``[]``, ``[[]]``)."""
+    return all(isinstance(k, list) and _empty(k) for k in items)
 
 
 def is_basic(key: Any) -> bool:

@@ -125,8 +125,11 @@ class MatMul(FunctionNode):
 
 
 @ROWS.declare("matmul", "linalg.matmul")
-def matmul(x1: Any, x2: Any, /) -> Variable:
+def matmul(x1: Any, x2: Any, /, *, transa: bool = False, transb: bool = False) -> Variable:
     """Matrix product with broadcasting over leading (batch) axes.
+
+    ``transa`` and ``transb`` (Chainer's) swap the last two axes of ``x1`` and of
+    ``x2`` first; a 1-D operand is used as it is.
 
     Examples
     --------
@@ -137,12 +140,44 @@ def matmul(x1: Any, x2: Any, /) -> Variable:
     variable([[11.]])
     >>> y.backward(); a.grad
     array([[3., 4.]])
+    >>> F.matmul(np.array([[1.0, 2.0]]), np.array([[3.0, 4.0]]), transb=True)
+    variable([[11.]])
     """
-    for name, x in (("x1", x1), ("x2", x2)):
-        shape = shape_of(x)
+    s1, s2 = shape_of(x1), shape_of(x2)
+    for name, shape in (("x1", s1), ("x2", s2)):
         if len(shape) == 0:
             raise ValueError(f"matmul: {name} is 0-d; matmul needs at least one dimension")
+    _check_matmul_shapes(s1, s2, transa, transb)
+    if transa and len(s1) > 1:
+        x1 = matrix_transpose(x1)
+    if transb and len(s2) > 1:
+        x2 = matrix_transpose(x2)
     return MatMul().apply((x1, x2))[0]
+
+
+def _check_matmul_shapes(s1: tuple[int, ...], s2: tuple[int, ...], ta: bool, tb: bool) -> None:
+    """Refuse operands of shapes ``s1`` and ``s2`` (transposed where ``ta``, ``tb``
+    say) that matmul cannot multiply, naming both shapes."""
+    if ta and len(s1) > 1:
+        s1 = (*s1[:-2], s1[-1], s1[-2])
+    if tb and len(s2) > 1:
+        s2 = (*s2[:-2], s2[-1], s2[-2])
+    given = f"shapes {s1} and {s2}"
+    if ta or tb:
+        given += f" (after transa={ta}, transb={tb})"
+    k1, k2 = s1[-1], s2[0] if len(s2) == 1 else s2[-2]
+    if k1 != k2:
+        axis = "only" if len(s2) == 1 else "second-to-last"
+        raise ValueError(
+            f"matmul: {given} do not align ({k1} != {k2}): the last axis of x1 must have the "
+            f"length of the {axis} axis of x2"
+        )
+    try:
+        broadcast_shapes(s1[:-2], s2[:-2])
+    except ValueError:
+        raise ValueError(
+            f"matmul: {given}: the batch axes {s1[:-2]} and {s2[:-2]} cannot be broadcast together"
+        ) from None
 
 
 @ROWS.declare("linear", standard=False)  # Chainer's

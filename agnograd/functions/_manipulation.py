@@ -9,7 +9,7 @@ import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from agnograd._backend import raw_namespace
+from agnograd._backend import is_array, raw_namespace
 from agnograd._function import FunctionNode
 from agnograd._namespace import namespace_of
 from agnograd._variable import Variable
@@ -35,6 +35,9 @@ class BroadcastTo(FunctionNode):
 def broadcast_to(x: Any, /, shape: tuple[int, ...]) -> Variable:
     """Broadcast ``x`` to ``shape``; the gradient is summed back.
 
+    A new Variable even where ``x`` has that shape already (Chainer returns ``x``
+    itself there): a graph is the same whatever shapes it was built for.
+
     Examples
     --------
     >>> import numpy as np, agnograd.functions as F
@@ -42,7 +45,16 @@ def broadcast_to(x: Any, /, shape: tuple[int, ...]) -> Variable:
     variable([[1., 2.],
               [1., 2.]])
     """
-    return BroadcastTo(tuple(shape)).apply((x,))[0]
+    shape = tuple(shape)
+    if isinstance(x, Variable) or is_array(x):  # else apply refuses it, naming the node
+        given = shape_of(x)
+        lead = len(shape) - len(given)
+        if lead < 0 or any(n not in (1, shape[lead + i]) for i, n in enumerate(given)):
+            raise ValueError(
+                f"broadcast_to: x of shape {given} cannot be broadcast to {shape}: each axis "
+                "of x, counted from the end, must have length 1 or that of the shape"
+            )
+    return BroadcastTo(shape).apply((x,))[0]
 
 
 class Reshape(FunctionNode):
@@ -60,6 +72,9 @@ class Reshape(FunctionNode):
 @ROWS.declare("reshape")
 def reshape(x: Any, /, shape: tuple[int, ...], *, copy: bool | None = None) -> Variable:
     """Give ``x`` a new shape with the same elements (``-1`` infers one dimension).
+
+    A new Variable even where ``x`` has that shape already (Chainer returns ``x``
+    itself there): a graph is the same whatever shapes it was built for.
 
     Examples
     --------
@@ -252,15 +267,27 @@ class Concat(FunctionNode):
 
 
 @ROWS.declare("concat")
-def concat(arrays: Sequence[Any], /, *, axis: int | None = 0) -> Variable:
+def concat(arrays: Sequence[Any], /, axis: int | None = 0) -> Variable:
     """Join arrays along an existing axis (flattened first when ``axis`` is ``None``).
+
+    ``axis`` may also be given positionally, as Chainer's ``F.concat(xs, axis)``
+    takes it; its default is the standard's, 0 (Chainer's is 1).
 
     Examples
     --------
     >>> import numpy as np, agnograd.functions as F
     >>> F.concat([np.zeros(2), np.ones(1)])
     variable([0., 0., 1.])
+    >>> F.concat([np.zeros((2, 1)), np.ones((2, 2))], 1).shape
+    (2, 3)
     """
+    if axis is not None:
+        try:
+            axis = operator.index(axis)
+        except TypeError:
+            raise TypeError(
+                f"concat: axis must be an integer or None, got {type(axis).__name__} {axis!r}"
+            ) from None
     if axis is None:
         arrays = [reshape(a, (-1,)) for a in arrays]
         axis = 0

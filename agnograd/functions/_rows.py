@@ -80,6 +80,10 @@ class Row(NamedTuple):
     #: the extensions (``linalg.``, ``fft.``), the extras, and the elementwise ones
     exported: bool = True
     reason: str = ""  #: why the namespace refuses an unsupported name
+    #: the namespace's function where agnograd.functions' extends the standard's
+    #: signature (Chainer's ``add`` of any number of arrays): the standard's own;
+    #: None where the namespace's is ``function``
+    namespace: Any = None
 
 
 class Rows:
@@ -149,17 +153,23 @@ class Rows:
         arity: int = 2,
         differentiable: bool = True,
         standard: bool = True,
+        namespace: Callable[..., Any] | None = None,
     ) -> Callable[[Fn], Fn]:
         """Decorator: a function written out, with its own node classes (``add``,
         ``flip``), the standard's ``name`` and any ``aliases`` it also goes by
         (``"linalg.matmul"``); ``standard=False`` for an extra of agnograd.functions
         (``transpose``). Without a gradient (``differentiable=False``), it is the
-        namespace's only (``nonzero``), as are the functions of the extensions."""
+        namespace's only (``nonzero``), as are the functions of the extensions.
+
+        Where agnograd.functions' function takes calls the standard's signature
+        cannot express (Chainer's ``add(*xs)``), the namespace gets ``namespace``,
+        the standard's own, instead of the decorated function."""
 
         def decorate(fn: Fn) -> Fn:
             for each in (name, *aliases):
                 exported = differentiable and "." not in each
-                self._add(each, fn, differentiable, _domain(domain, arity), standard, exported)
+                spans = _domain(domain, arity)
+                self._add(each, fn, differentiable, spans, standard, exported, namespace=namespace)
             return fn
 
         return decorate
@@ -190,10 +200,12 @@ class Rows:
         standard: bool = True,
         exported: bool = True,
         reason: str = "",
+        namespace: Any = None,
     ) -> Any:
         if name in self.rows:
             raise ValueError(f"{self.module}: {name!r} is declared twice")
-        self.rows[name] = Row(name, fn, differentiable, domain, standard, exported, reason)
+        row = Row(name, fn, differentiable, domain, standard, exported, reason, namespace)
+        self.rows[name] = row
         return fn
 
     def exports(self, namespace: Mapping[str, Any]) -> list[str]:
@@ -227,9 +239,15 @@ def namespace_tables(rows: Mapping[str, Row]) -> tuple[dict[str, Any], dict[str,
     functions of the standard, by name."""
     standard = [row for row in rows.values() if row.standard and row.function is not None]
     return (
-        {row.name: row.function for row in standard if row.differentiable},
-        {row.name: row.function for row in standard if not row.differentiable},
+        {row.name: _namespaces(row) for row in standard if row.differentiable},
+        {row.name: _namespaces(row) for row in standard if not row.differentiable},
     )
+
+
+def _namespaces(row: Row) -> Any:
+    """The function the namespace gives for ``row``: the standard's own where
+    agnograd.functions' extends its signature."""
+    return row.function if row.namespace is None else row.namespace
 
 
 def unsupported_table(rows: Mapping[str, Row]) -> dict[str, str]:
