@@ -83,6 +83,11 @@ class FunctionNode:
     # Whether the class was defined outside agnograd (set for each subclass).
     _defined_outside = False
 
+    #: Whether the inputs broadcast against each other (the binary elementwise
+    #: functions): inputs that do not make a forward fail with Chainer's
+    #: :class:`~agnograd.type_check.InvalidType` (a ``ValueError``) naming the shapes.
+    broadcasts = False
+
     # Whether apply runs check_type_forward: set for each subclass that defines one
     # (and for an instance given one), so that the others pay nothing for it.
     _checks_types = False
@@ -618,7 +623,27 @@ def _output_tuple(func: FunctionNode, outputs: Any) -> tuple[Any, ...]:
 
 
 def _forward_failed(error: Exception, func: FunctionNode, arrays: tuple[Any, ...]) -> None:
+    """Raise what a failed forward means, else note on ``error`` where it happened."""
+    if func.broadcasts and isinstance(error, ValueError):
+        shapes = [tuple(a.shape) for a in arrays]
+        if not _broadcastable(shapes):
+            raise type_check.InvalidType(
+                "the shapes of the inputs broadcast against each other",
+                " and ".join(map(str, shapes)) + " do not",
+                f"{func.label}: the shapes of its inputs, {' and '.join(map(str, shapes))}, "
+                "do not broadcast against each other",
+            ) from error
     error.add_note(f"in agnograd {func.label}.forward with inputs {describe_arrays(arrays)}")
+
+
+def _broadcastable(shapes: Sequence[tuple[int, ...]]) -> bool:
+    """Whether ``shapes`` broadcast against each other (the array API's rule)."""
+    ndim = max(len(s) for s in shapes)
+    for axis in range(1, ndim + 1):
+        sizes = {s[-axis] for s in shapes if len(s) >= axis} - {1}
+        if len(sizes) > 1:
+            return False
+    return True
 
 
 def _record_versions(func: FunctionNode, sample: Any) -> None:

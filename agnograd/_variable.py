@@ -115,6 +115,15 @@ class VariableNode:
         """Shape and dtype as short text, for example ``'(2, 5), float32'``."""
         return _label(self.shape, self.dtype)
 
+    @property
+    def _rank(self) -> int:
+        """Chainer's private name of :attr:`rank`, which Chainer code reads and sets."""
+        return self.rank
+
+    @_rank.setter
+    def _rank(self, value: int) -> None:
+        self.rank = value
+
     def get_variable(self) -> Variable:
         """Return the Variable of this node, rebuilding one around the node if it is gone.
 

@@ -94,7 +94,7 @@ _light: contextvars.ContextVar[bool] = contextvars.ContextVar(
 )
 
 
-class InvalidType(Exception):  # noqa: N818 - Chainer's name
+class InvalidType(ValueError):  # noqa: N818 - Chainer's name
     """A condition of a type check does not hold.
 
     Parameters

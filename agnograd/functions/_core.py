@@ -299,6 +299,7 @@ class Binary(FunctionNode):
     sets ``saves_y``, and the array operands are None unless it sets ``saves_x``.
     """
 
+    broadcasts = True
     fn: str
     rules: tuple[BinaryRule | None, BinaryRule | None]
     saves_x = True

@@ -53,6 +53,8 @@ ROWS = Rows(__name__)
 
 
 class Add(FunctionNode):
+    broadcasts = True
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] + inputs[1],)
 
@@ -78,6 +80,8 @@ class AddConstant(WithScalar):
 
 
 class Sub(FunctionNode):
+    broadcasts = True
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] - inputs[1],)
 
@@ -97,6 +101,8 @@ class SubFromConstant(WithScalar):
 
 
 class Mul(FunctionNode):
+    broadcasts = True
+
     _retain_in = (0, 1)
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -122,6 +128,8 @@ class MulConstant(WithScalar):
 
 
 class Div(FunctionNode):
+    broadcasts = True
+
     _retain_in = (0, 1)
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -164,6 +172,8 @@ class DivFromConstant(WithScalar):
 
 
 class Pow(FunctionNode):
+    broadcasts = True
+
     _retain_in = (0, 1)
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -216,3 +216,31 @@ def supports_float64(xp: Any, device: Any = None) -> bool:
 def default_float(xp: Any, device: Any = None) -> Any:
     """The most precise real floating dtype of ``device``: float64 where supported."""
     return xp.float64 if supports_float64(xp, device) else xp.float32
+
+
+def dtype_of(xp: Any, dtype: Any) -> Any:
+    """``xp``'s dtype for ``dtype``: one of ``xp``'s dtypes, its name (``"float32"``),
+    or any NumPy spelling of one, as Chainer's testing functions take them
+    (``"d"``, ``numpy.float64``, ``numpy.dtype("f")``).
+
+    Examples
+    --------
+    >>> import array_api_strict as xp
+    >>> from agnograd.testing._backends import dtype_of
+    >>> dtype_of(xp, "d"), dtype_of(xp, "float32")
+    (array_api_strict.float64, array_api_strict.float32)
+    """
+    if isinstance(dtype, str) and hasattr(xp, dtype):
+        return getattr(xp, dtype)
+    if isinstance(dtype, str | type) or type(dtype).__module__.startswith("numpy"):
+        import numpy
+
+        try:
+            name = numpy.dtype(dtype).name
+        except TypeError:
+            return dtype  # the library's own dtype object
+        found = getattr(xp, name, None)
+        if found is None:
+            raise TypeError(f"dtype {dtype!r} ({name}) is not a dtype of {xp.__name__}")
+        return found
+    return dtype

@@ -19,6 +19,7 @@ import numpy
 import agnograd
 from agnograd._backend import dtype_name, raw_namespace
 from agnograd._variable import Variable
+from agnograd.testing._backends import dtype_of
 from agnograd.testing._gradient_report import (
     describe,
     elementwise_gradient,
@@ -72,8 +73,7 @@ def _eval_dtype(x: Any, dtype: Any, op: str) -> Any:
     if dtype is None or not is_float(x):
         return x.dtype
     xp = raw_namespace(x)
-    if isinstance(dtype, str):
-        dtype = getattr(xp, dtype)
+    dtype = dtype_of(xp, dtype)
     if not xp.isdtype(dtype, "real floating"):
         raise ValueError(f"{op}: dtype must be a real floating dtype, got {dtype}")
     if is_complex(x):

@@ -87,13 +87,11 @@ def array_api_strategies(xp: Any) -> Any:
 def _resolve_dtype(xp: Any, dtype: Any, device: Any) -> Any:
     if dtype is None:
         return _backends.default_float(xp, device)
-    if isinstance(dtype, str):
-        if dtype == "float64" and not _backends.supports_float64(xp, device):
-            raise ValueError(
-                f"float64 is not supported on device {device} of {getattr(xp, '__name__', xp)}"
-            )
-        return getattr(xp, dtype)
-    return dtype
+    if dtype == "float64" and not _backends.supports_float64(xp, device):
+        raise ValueError(
+            f"float64 is not supported on device {device} of {getattr(xp, '__name__', xp)}"
+        )
+    return _backends.dtype_of(xp, dtype)
 
 
 def _inward(xp: Any, dtype: Any, elements: Mapping[str, Any]) -> dict[str, Any]:
