@@ -132,6 +132,11 @@ class ComputationalGraph:
           1 -> 2;
         }
         """
+        if format == "graphml":  # Chainer's other format: known, not written here
+            raise NotImplementedError(
+                "ComputationalGraph.dump: the 'graphml' format is not implemented; use "
+                "format='dot' (or render(path, format='svg') for an image)"
+            )
         if format != "dot":
             raise ValueError(
                 f"ComputationalGraph.dump: format must be 'dot', got {format!r}; to draw "

@@ -273,6 +273,8 @@ def test_dump_speaks_dot_only() -> None:
     assert graph.dump("dot") == graph.dump()
     with pytest.raises(ValueError, match=r"format must be 'dot', got 'svg'; .*render"):
         graph.dump("svg")
+    with pytest.raises(NotImplementedError, match="graphml"):  # Chainer's other format
+        graph.dump("graphml")
 
 
 # -- what the labels say ---------------------------------------------------------------

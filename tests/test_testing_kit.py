@@ -266,13 +266,31 @@ def test_wrong_param_gradient_is_caught(xp, device):
 # -- no_grads ------------------------------------------------------------------------
 
 
-def test_no_grads_violation_is_reported(xp, device):
+def test_an_input_expected_to_get_no_gradient_that_gets_one_is_reported(xp, device):
     x = array(xp, device, [0.5, -1.0, 2.0])
     scale = array(xp, device, [2.0, 2.0, 2.0])
     gy = ones(xp, device, (3,))
     check_backward(lambda v, s: apply(Leaky(), v, s), (x, scale), gy)  # both differentiable
     with pytest.raises(AssertionError, match=r"input 1 .* must get no gradient"):
-        check_backward(lambda v, s: apply(Leaky(), v, s), (x, scale), gy, no_grads=[False, True])
+        check_backward(
+            lambda v, s: apply(Leaky(), v, s), (x, scale), gy, expect_no_grads=[False, True]
+        )
+
+
+def test_no_grads_skips_an_input_as_chainer_does(xp, device):
+    # Chainer's meaning: the input is neither perturbed nor checked, whatever its
+    # gradient; a wrong rule for it goes unnoticed, a right one for x is still checked.
+    x = array(xp, device, [0.5, -1.0, 2.0])
+    scale = array(xp, device, [2.0, 2.0, 2.0])
+    gy = ones(xp, device, (3,))
+    check_backward(lambda v, s: apply(Leaky(), v, s), (x, scale), gy, no_grads=[False, True])
+    with pytest.raises(AssertionError):  # x is still checked: a wrong direction fails
+        check_backward(
+            lambda v, s: apply(Leaky(), v, s) * 2.0 + v.array,
+            (x, scale),
+            gy,
+            no_grads=[False, True],
+        )
 
 
 def test_integer_input_gets_no_gradient_whatever_the_rule_returns(xp, device):

@@ -95,6 +95,7 @@ def check_backward(
     detect_nondifferentiable: bool = False,
     *,
     seed: int | None = 0,
+    expect_no_grads: Sequence[bool] | None = None,
 ) -> None:
     """Check the backward of ``func`` against central differences (Chainer's test).
 
@@ -128,9 +129,9 @@ def check_backward(
     atol, rtol : float
         Tolerances on the directional derivative.
     no_grads : sequence of bool, optional
-        One per input: ``True`` where ``func`` must not produce a gradient (the
-        input must get ``None``). Default: ``True`` for inputs without a real
-        floating dtype. A gradient that reaches such an input is reported.
+        One per input: ``True`` to skip the input, as Chainer's ``no_grads`` does:
+        it is not perturbed and its gradient is not checked. Default: ``True`` for
+        inputs without a real floating dtype.
     dtype : dtype or str, optional
         Evaluate the numerical gradient with the floating inputs and ``params`` cast
         to this dtype (the backward still runs in the original dtypes).
@@ -140,6 +141,9 @@ def check_backward(
     seed : int or None
         Seed of the direction (a fixed default keeps hypothesis replays exact);
         ``None`` draws a fresh one.
+    expect_no_grads : sequence of bool, optional
+        One per input: ``True`` where ``func`` must not produce a gradient (the
+        input must get ``None``); a gradient that reaches such an input is reported.
 
     Raises
     ------
@@ -188,6 +192,7 @@ def check_backward(
         dtype=dtype,
         detect_nondifferentiable=detect_nondifferentiable,
         seed=seed,
+        expect_no_grads=expect_no_grads,
     )
 
 
@@ -205,18 +210,20 @@ def _check_backward(
     dtype: Any,
     detect_nondifferentiable: bool,
     seed: int | None,
+    expect_no_grads: Sequence[bool] | None = None,
 ) -> None:
     """:func:`check_backward`, its messages titled ``op`` (``check_double_backward``
     checks a first-order gradient with it)."""
     xs = tuple(raw_array(x) for x in as_tuple(x_data))
     params = _checked_params(params, op)
     no_grads = checked_no_grads(no_grads, xs, op)
+    none = checked_no_grads(expect_no_grads or [False] * len(xs), xs, op, "expect_no_grads")
 
     variables = [Variable(x) for x in xs]  # floating ones require a gradient
     outputs = _outputs(func(*variables), op)
     gys = _grad_outputs(y_grad, outputs, op)
     grads = _backward(outputs, gys, [*variables, *params])
-    operands = _operands(xs, params, grads, no_grads, dtype, op)
+    operands = _operands(xs, params, grads, no_grads, none, dtype, op)
     if all(gy is None for gy in gys) or sum(math.prod(o.shape) for o in operands) == 0:
         return
 
@@ -262,12 +269,14 @@ def _checked_params(params: Sequence[Variable] | Variable | None, op: str) -> tu
     return params
 
 
-def checked_no_grads(no_grads: Sequence[bool] | None, xs: tuple[Any, ...], op: str) -> list[bool]:
+def checked_no_grads(
+    no_grads: Sequence[bool] | None, xs: tuple[Any, ...], op: str, name: str = "no_grads"
+) -> list[bool]:
     """One flag per input: the given ones, or ``True`` for inputs that are not floating."""
     if no_grads is None:
         return [not is_float(x) for x in xs]
     if len(no_grads) != len(xs):
-        raise ValueError(f"{op}: no_grads has {len(no_grads)} entries but x_data has {len(xs)}")
+        raise ValueError(f"{op}: {name} has {len(no_grads)} entries but x_data has {len(xs)}")
     return list(no_grads)
 
 
@@ -323,6 +332,7 @@ def _operands(
     params: tuple[Variable, ...],
     grads: list[Any],
     no_grads: list[bool],
+    expect_none: list[bool],
     dtype: Any,
     op: str,
 ) -> list[_Operand]:
@@ -332,12 +342,12 @@ def _operands(
     problems = []
     operands: list[_Operand] = []
     for i, (x, g) in enumerate(zip(xs, grads, strict=False)):
-        if no_grads[i]:
-            if g is not None:
-                problems.append(
-                    f"input {i} ({describe(x)}) must get no gradient (it is listed in "
-                    f"no_grads) but received {preview(g)}"
-                )
+        if expect_none[i] and g is not None:
+            problems.append(
+                f"input {i} ({describe(x)}) must get no gradient (it is listed in "
+                f"expect_no_grads) but received {preview(g)}"
+            )
+        if no_grads[i] or expect_none[i]:  # skipped: neither perturbed nor checked
             continue
         if not is_float(x):
             raise ValueError(
