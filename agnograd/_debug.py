@@ -85,30 +85,24 @@ class DebugHook:
 def check_forward(function: Any, outputs: Iterable[Any]) -> None:
     """Raise ``RuntimeError`` if debug mode is on and an output of ``function`` holds
     NaN (Chainer's check after every forward)."""
-    if not _config.config.debug:
-        return
-    for i, y in enumerate(outputs):
-        if _has_nan(y):
-            raise RuntimeError(
-                _with_stack(
-                    f"NaN is detected on forward computation of {function.label}: in its "
-                    f"output {i}",
-                    function,
-                )
-            )
+    _check(function, outputs, "forward", "its output")
 
 
 def check_backward(function: Any, grads: Iterable[Any]) -> None:
     """Raise ``RuntimeError`` if debug mode is on and a gradient that ``function``'s
     backward returned holds NaN (Chainer's check after every backward)."""
+    _check(function, grads, "backward", "gradient {i} that its backward returned")
+
+
+def _check(function: Any, arrays: Iterable[Any], computation: str, what: str) -> None:
     if not _config.config.debug:
         return
-    for i, g in enumerate(grads):
-        if _has_nan(g):
+    for i, a in enumerate(arrays):
+        if _has_nan(a):
+            where = what.format(i=i) if "{i}" in what else f"{what} {i}"
             raise RuntimeError(
                 _with_stack(
-                    f"NaN is detected on backward computation of {function.label}: in "
-                    f"gradient {i} that its backward returned",
+                    f"NaN is detected on {computation} computation of {function.label}: in {where}",
                     function,
                 )
             )
