@@ -59,11 +59,22 @@ def test_inputs_and_gradients_keep_their_reference_counts(backend):
 
 
 def test_forward_error_names_the_function():
+    class Boom(agnograd.FunctionNode):
+        def forward(self, inputs):
+            raise ValueError("boom")
+
     x = agnograd.Variable(np.ones(3))
-    with pytest.raises(ValueError) as info:  # noqa: PT011 - NumPy's words; the note is ours
+    with pytest.raises(ValueError, match="boom") as info:
+        Boom().apply((x,))
+    assert "in agnograd Boom.forward with inputs (3), float64" in info.value.__notes__
+
+
+def test_shapes_that_do_not_broadcast_are_named_with_the_function():
+    x = agnograd.Variable(np.ones(3))
+    with pytest.raises(agnograd.type_check.InvalidType) as info:
         _ = x + np.ones(4)
-    notes = info.value.__notes__
-    assert "in agnograd Add.forward with inputs (3), float64, (4), float64" in notes
+    assert isinstance(info.value, ValueError)  # what NumPy raised, and code catches
+    assert "Add: the shapes of its inputs, (3,) and (4,), do not broadcast" in str(info.value)
 
 
 def test_an_error_while_noting_a_forward_error_is_chained_to_it():
