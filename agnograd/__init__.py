@@ -51,7 +51,7 @@ from agnograd._variable import Variable, VariableNode
 from agnograd.computational_graph import build_computational_graph
 from agnograd.function_hooks import FunctionHook, PrintHook, TimerHook
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 __all__ = [
     "Adapter",

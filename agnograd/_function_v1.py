@@ -87,6 +87,9 @@ class Function:
             node = self._owned_node = FunctionAdapter(self)
         return node
 
+    # What a Variable records as its creator when given this Function (Chainer's).
+    _node_view = node
+
     @property
     def label(self) -> str:
         """Short name of the function, by default its class name."""
@@ -199,6 +202,9 @@ class FunctionAdapter(FunctionNode):
         if function is None:
             raise RuntimeError("FunctionAdapter: its Function is gone (it was never called)")
         return function
+
+    # What Variable.creator shows of this node: the Function, as Chainer's does.
+    _creator_view = function
 
     @property
     def label(self) -> str:

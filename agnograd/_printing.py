@@ -45,6 +45,8 @@ class Printing:
         try:
             values = _host_values(self._data)
             body = numpy.array2string(values, None, None, None, separator, prefix)
+            if separator == ", " and values.size == 0 and values.ndim > 1:
+                body += f", shape={values.shape}"  # "[]" alone hides it (NumPy's repr)
         except Exception as error:  # printing never raises: describe what is there
             body = f"<{self._unprintable(error)}>"
         return f"{prefix}{body})"

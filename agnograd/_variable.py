@@ -82,9 +82,11 @@ class VariableNode:
         self._consumers: list[weakref.ref[FunctionNode]] | None = None
 
     @property
-    def creator(self) -> FunctionNode | None:
-        """The function node that created this node (same as :attr:`creator_node`)."""
-        return self.creator_node
+    def creator(self) -> Any:
+        """The function that created this node: :attr:`creator_node`, or the old-style
+        :class:`~agnograd.Function` that node runs (Chainer's ``creator``)."""
+        node = self.creator_node
+        return getattr(node, "_creator_view", node)
 
     @creator.setter
     def creator(self, func: FunctionNode | None) -> None:
@@ -157,7 +159,9 @@ class VariableNode:
         self.set_creator_node(creator)
 
     def set_creator_node(self, creator_node: FunctionNode | None) -> None:
-        """Set the function node that created this node; its rank follows."""
+        """Set the function node that created this node (the node of an old-style
+        :class:`~agnograd.Function` given); its rank follows."""
+        creator_node = getattr(creator_node, "_node_view", creator_node)
         _graph.edited()
         self.creator_node = creator_node
         if creator_node is not None:
@@ -493,7 +497,15 @@ class Variable(Operators, Printing, NnablaInterface):
     def creator_node(self, func: FunctionNode | None) -> None:
         self._node.set_creator_node(func)
 
-    creator = creator_node
+    @property
+    def creator(self) -> Any:
+        """The function that created this Variable: :attr:`creator_node`, or the
+        old-style :class:`~agnograd.Function` that node runs (Chainer's ``creator``)."""
+        return self._node.creator
+
+    @creator.setter
+    def creator(self, func: Any) -> None:
+        self._node.set_creator_node(func)
 
     @property
     def rank(self) -> int:

@@ -402,3 +402,21 @@ def test_retained_nothing_on_purpose_gives_empty_tuples(backend):
     (y,) = Nothing().apply((x,))
     y.backward()
     backend.assert_close(x.grad, [3.0])
+
+
+def test_creator_of_an_old_style_function_is_the_function_as_in_chainer():
+    class Twice(agnograd.Function):
+        def forward(self, inputs):
+            return (inputs[0] * 2,)
+
+        def backward(self, inputs, grad_outputs):
+            return (grad_outputs[0] * 2,)
+
+    f = Twice()
+    y = f(agnograd.Variable(np.ones(2)))
+    assert y.creator is f
+    assert isinstance(y.creator_node, agnograd.FunctionNode)  # the node that runs it
+    v = agnograd.Variable(np.ones(2))
+    v.creator = f  # Chainer records the Function's node
+    assert v.creator is f
+    assert v.creator_node is f.node

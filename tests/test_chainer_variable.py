@@ -415,3 +415,9 @@ def test_debug_mode_raises_on_nan_outputs_of_a_forward(device: agnograd.Device) 
             F.exp(x)
         assert float(F.exp(x[1:])[0]) == 1.0  # no NaN: no error
     assert np.isnan(float(F.exp(x)[0]))  # without debug mode, NaN is a value
+
+
+def test_the_repr_of_an_empty_variable_of_several_axes_gives_its_shape():
+    assert repr(agnograd.Variable(np.zeros((0, 3)), name="x")) == "variable x([], shape=(0, 3))"
+    assert repr(agnograd.Variable(np.zeros((0,)))) == "variable([])"  # as NumPy's repr
+    assert str(agnograd.Variable(np.zeros((0, 3)))) == "variable([])"
