@@ -33,30 +33,6 @@ from agnograd._function import symbolic as function_symbolic
 from agnograd._variable import Variable, VariableNode, clear_node_data
 
 
-def backward(
-    outputs: Sequence[Variable],
-    grad_outputs: Sequence[Variable | Array | None] | None = None,
-    *,
-    retain_grad: bool = False,
-    enable_double_backprop: bool = False,
-    loss_scale: float | None = None,
-    clear_buffer: bool = False,
-) -> None:
-    """What :meth:`Variable.backward` runs: backpropagate from ``outputs``, leaving
-    their ``.grad`` as it is (a seed made up of ones is stored there, as Chainer's
-    ``y.backward()`` does). :func:`backward_outputs` is the public ``agnograd.backward``.
-    """
-    _backward(
-        outputs,
-        grad_outputs,
-        retain_grad,
-        enable_double_backprop,
-        loss_scale,
-        clear_buffer,
-        consume=False,
-    )
-
-
 def backward_outputs(
     outputs: Sequence[Variable],
     grad_outputs: Sequence[Variable | Array | None] | None = None,
@@ -89,28 +65,33 @@ def backward_outputs(
     >>> x.grad, a.grad, b.grad
     (array([ 8., 12.]), None, None)
     """
-    _backward(
+    backward(
         outputs,
         grad_outputs,
-        retain_grad,
-        enable_double_backprop,
-        loss_scale,
-        clear_buffer,
+        retain_grad=retain_grad,
+        enable_double_backprop=enable_double_backprop,
+        loss_scale=loss_scale,
+        clear_buffer=clear_buffer,
         consume=isinstance(outputs, list | tuple) and len(outputs) > 1,
     )
 
 
-def _backward(
+def backward(
     outputs: Sequence[Variable],
-    grad_outputs: Sequence[Variable | Array | None] | None,
-    retain_grad: bool,
-    enable_double_backprop: bool,
-    loss_scale: float | None,
-    clear_buffer: bool,
-    consume: bool,
+    grad_outputs: Sequence[Variable | Array | None] | None = None,
+    *,
+    retain_grad: bool = False,
+    enable_double_backprop: bool = False,
+    loss_scale: float | None = None,
+    clear_buffer: bool = False,
+    consume: bool = False,
 ) -> None:
-    """Backpropagate from ``outputs``; with ``consume``, the outputs' ``.grad`` is
-    ``None`` afterwards (seeds taken from it are used once)."""
+    """What :meth:`Variable.backward` runs: backpropagate from ``outputs``, leaving
+    their ``.grad`` as it is (a seed made up of ones is stored there, as Chainer's
+    ``y.backward()`` does); with ``consume``, the outputs' ``.grad`` is ``None``
+    afterwards (seeds taken from it are used once). :func:`backward_outputs` is the
+    public ``agnograd.backward``.
+    """
     outputs = _as_list(outputs, "backward", "outputs")
     if grad_outputs is None:
         grad_outputs = [None] * len(outputs)

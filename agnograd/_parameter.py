@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import copy
-import warnings
 import weakref
 from typing import Any
 
 from agnograd import _backend, initializers
 from agnograd._device import Device, get_device
-from agnograd._variable import Variable
+from agnograd._variable import Variable, warn_zerograd
 
 _MISSING_GRAD = (
     "the gradient of an uninitialised Parameter is not set yet; call initialize(shape) "
@@ -204,12 +203,7 @@ class Parameter(Variable):
     def zerograd(self) -> None:
         """Fill the gradient with zeros (deprecated: use :meth:`cleargrad`); an
         uninitialised Parameter gets zeros when it is initialised."""
-        warnings.warn(
-            "Variable.zerograd() is deprecated; use Variable.cleargrad(), which avoids "
-            "allocating a zero array",
-            DeprecationWarning,
-            stacklevel=2,
-        )
+        warn_zerograd()
         if self._data is None:
             self._grad_initializer = initializers.Zero()
         else:

@@ -471,12 +471,7 @@ class Variable(Operators, Printing, NnablaInterface):
         >>> x.grad
         array([0., 0.])
         """
-        warnings.warn(
-            "Variable.zerograd() is deprecated; use Variable.cleargrad(), which avoids "
-            "allocating a zero array",
-            DeprecationWarning,
-            stacklevel=2,
-        )
+        warn_zerograd()
         if self._data is None:
             return
         self._grad_var = Variable._new(raw_namespace(self._data).zeros_like(self._data), False)
@@ -957,6 +952,16 @@ _weakref = weakref.ref
 _numpy_scalars = _backend.NUMPY_SCALARS
 _numpy_asarray = numpy.asarray
 _NUMPY_PROBE = numpy.empty(0)  # an array whose namespace is NumPy's
+
+
+def warn_zerograd() -> None:
+    """Chainer's deprecation of ``zerograd`` (for its caller's caller: the user)."""
+    warnings.warn(
+        "Variable.zerograd() is deprecated; use Variable.cleargrad(), which avoids "
+        "allocating a zero array",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def _new_variable(data: Any, requires_grad: bool, creator: Any, rank: int) -> Variable:
