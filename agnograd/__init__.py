@@ -11,23 +11,12 @@ array([ 5.43656366, 22.1671683 ])
 """
 
 # The layers above the graph core fill in its extension points when imported.
-from agnograd import (
-    _define_then_run,  # noqa: F401 - running graphs defined with auto-forward off
-    _namespace,  # noqa: F401 - Variable.__array_namespace__
-    _operators,  # noqa: F401 - the functions behind Variable's operators
-    _replay,  # noqa: F401 - y.forward() and y.backward() by compiled plans
-    _transfer,  # noqa: F401 - Variable.to_device, view, to_chx, ...
-    computational_graph,
-    functional,
-    functions,
-    initializers,
-    type_check,
-)
-from agnograd._adapter import Adapter
-from agnograd._backend import register_adapter
-from agnograd._checkpoint import checkpoint
-from agnograd._compiled import CompiledGraph, compile  # noqa: A004 - agnograd.compile
-from agnograd._config import (
+from agnograd import computational_graph, functional, functions, initializers, type_check
+from agnograd.backends._adapter import Adapter
+from agnograd.backends._backend import register_adapter
+from agnograd.backends._device import CopyWarning, Device, get_device, view
+from agnograd.computational_graph import build_computational_graph
+from agnograd.core._config import (
     auto_forward,
     config,
     force_backprop_mode,
@@ -37,19 +26,28 @@ from agnograd._config import (
     set_auto_forward,
     using_config,
 )
-from agnograd._convert import as_array, as_variable
-from agnograd._debug import is_debug, set_debug
-from agnograd._define_then_run import forward_all
-from agnograd._device import CopyWarning, Device, get_device, view
-from agnograd._engine import backward_outputs as backward
-from agnograd._engine import grad
-from agnograd._function import FunctionNode
-from agnograd._function_v1 import Function
-from agnograd._namespace import namespace, namespace_of
-from agnograd._parameter import Parameter
-from agnograd._variable import Variable, VariableNode
-from agnograd.computational_graph import build_computational_graph
+from agnograd.core._convert import as_array, as_variable
+from agnograd.core._debug import is_debug, set_debug
+from agnograd.core._engine import backward_outputs as backward
+from agnograd.core._engine import grad
+from agnograd.core._function import FunctionNode
+from agnograd.core._function_v1 import Function
+from agnograd.core._parameter import Parameter
+from agnograd.core._variable import Variable, VariableNode
 from agnograd.function_hooks import FunctionHook, PrintHook, TimerHook
+from agnograd.functions import (
+    _namespace,  # noqa: F401 - Variable.__array_namespace__
+    _operators,  # noqa: F401 - the functions behind Variable's operators
+    _transfer,  # noqa: F401 - Variable.to_device, view, to_chx, ...
+)
+from agnograd.functions._checkpoint import checkpoint
+from agnograd.functions._namespace import namespace, namespace_of
+from agnograd.static import (
+    _define_then_run,  # noqa: F401 - running graphs defined with auto-forward off
+    _replay,  # noqa: F401 - y.forward() and y.backward() by compiled plans
+)
+from agnograd.static._compiled import CompiledGraph, compile  # noqa: A004 - agnograd.compile
+from agnograd.static._define_then_run import forward_all
 
 __version__ = "0.2.0.dev0"
 

@@ -22,8 +22,8 @@ from typing import Any
 import numpy
 
 import agnograd
-from agnograd._adapter import Adapter
-from agnograd._backend import adapter_names, adapters
+from agnograd.backends._adapter import Adapter
+from agnograd.backends._backend import adapter_names, adapters
 
 # -- the computation: written once, against whatever namespace the inputs report ----
 

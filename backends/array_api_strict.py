@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from agnograd import Adapter
-from agnograd._adapter import base_root
+from agnograd.backends._adapter import base_root
 
 
 def _namespace() -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agnograd import Adapter
-from agnograd._adapter import base_root
+from agnograd.backends._adapter import base_root
 
 
 def _namespace() -> Any:

@@ -11,7 +11,7 @@ then ``sum``), built once under ``auto_forward(False)``:
 - ``memory``: the peak of the process's resident memory while compiling, over what
   it held before (the graph and its arrays), in MiB and per function.
 
-``y.forward()`` compiles a graph by itself only up to ``agnograd._replay.LARGEST``
+``y.forward()`` compiles a graph by itself only up to ``agnograd.static._replay.LARGEST``
 functions: time pays back after about ten runs at any size, memory grows with the
 graph. Each size runs in a fresh process, so that one size's peak does not hide the
 next's.

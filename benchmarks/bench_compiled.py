@@ -37,7 +37,7 @@ import numpy as np
 
 import agnograd
 import agnograd.functions as F
-from agnograd._compiled import compile as compile_graph
+from agnograd.static._compiled import compile as compile_graph
 
 TARGETS = {"chain": 1.3, "mlp": 1.02}
 

@@ -5,7 +5,7 @@ agnograd (the graph recorded anew at every step), static (``y.forward();
 y.backward()``, which compile the graph after ``compile_after`` runs), the
 compiled plan (``agnograd.compile(y).run()``, which on JAX runs its lowering with
 the plan's checks first) and the lowering alone, one XLA program
-(``agnograd._compiled_jax.lower(plan).run()``). Each
+(``agnograd.static._compiled_jax.lower(plan).run()``). Each
 is timed, interleaved, with ``jax.jit`` of JAX's own forward and backward, and
 reported as multiples of it measured in the same rounds. Every step waits for its
 arrays (``jax.block_until_ready``): JAX dispatches asynchronously.
@@ -43,8 +43,8 @@ import numpy as np
 
 import agnograd
 import agnograd.functions as F
-from agnograd._compiled import compile as compile_graph
-from agnograd._compiled_jax import lower
+from agnograd.static._compiled import compile as compile_graph
+from agnograd.static._compiled_jax import lower
 
 TARGET = 1.5
 JIT = "jax.jit"

@@ -62,7 +62,7 @@ import numpy as np
 
 import agnograd
 import agnograd.functions as F
-from agnograd._graph import functions_of
+from agnograd.core._graph import functions_of
 
 LAYERS = 50
 BATCH = 256

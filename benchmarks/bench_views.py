@@ -25,9 +25,9 @@ import _harness
 import numpy as np
 
 import agnograd
-import agnograd._transfer  # installs Variable.to_chx, as `import agnograd` will
-from agnograd._backend import adapter_for
-from agnograd._device import view
+import agnograd.functions._transfer  # installs Variable.to_chx, as `import agnograd` will
+from agnograd.backends._backend import adapter_for
+from agnograd.backends._device import view
 
 SIZES = [2**10, 10 * 2**10, 100 * 2**10, 2**20, 10 * 2**20, 100 * 2**20]  # bytes
 QUICK_SIZES = [2**10, 2**20]

@@ -32,7 +32,7 @@ from typing import Any
 from agnograd.conformance._checks import CHECKS, Target, default_dtype, run_check
 from agnograd.conformance._report import STATUSES, Report, Result, summary_table
 
-from agnograd._backend import adapter_named, dtype_name
+from agnograd.backends._backend import adapter_named, dtype_name
 from agnograd.testing._backends import as_device, backend_device, backend_namespace
 
 XFAIL_DIR = Path(__file__).parent / "xfails"

@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _targets(values: Sequence[str]) -> list[tuple[str, str | None]]:
-    from agnograd._backend import adapters
+    from agnograd.backends._backend import adapters
 
     targets: list[tuple[str, str | None]] = []
     for value in values:

@@ -28,8 +28,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agnograd import Adapter, Variable, _backend
-from agnograd._adapter import DLPACK_CPU
+from agnograd import Adapter, Variable
+from agnograd.backends import _backend
+from agnograd.backends._adapter import DLPACK_CPU
 
 # Two CPU devices for JAX, so that its multi-device tests run on any machine; the flag
 # is read once, when jax is first imported (nothing has imported it yet).

@@ -25,7 +25,12 @@ from hypothesis.extra import numpy as hnp
 import agnograd
 import agnograd.functions as F
 from agnograd import FunctionNode, Variable
-from agnograd._abstract import Abstract, AbstractNamespace, DataDependentError, broadcast_shapes
+from agnograd.backends._abstract import (
+    Abstract,
+    AbstractNamespace,
+    DataDependentError,
+    broadcast_shapes,
+)
 
 
 class Case(NamedTuple):
@@ -644,7 +649,7 @@ def _check_like_backend(
 
 
 def test_every_elementwise_function_of_the_standard_is_registered():
-    from agnograd._abstract import _ELEMENTWISE
+    from agnograd.backends._abstract import _ELEMENTWISE
     from agnograd.functions._standard import ELEMENTWISE
 
     assert set(ELEMENTWISE) <= _ELEMENTWISE
@@ -715,7 +720,7 @@ def test_operators_on_abstract_values_infer_what_the_backend_computes(backend):
 def test_a_function_registered_as_elementwise_gets_the_rule(monkeypatch):
     import array_api_compat.numpy as xp
 
-    from agnograd import _abstract
+    from agnograd.backends import _abstract
 
     monkeypatch.setattr(_abstract, "_ELEMENTWISE", set(_abstract._ELEMENTWISE))
     ns = Abstract((), xp.float32, xp).__array_namespace__()
@@ -733,7 +738,7 @@ def test_a_function_registered_as_elementwise_gets_the_rule(monkeypatch):
 def test_probing_warns_of_nothing_and_is_cached(monkeypatch):
     import array_api_compat.numpy as xp
 
-    from agnograd import _abstract
+    from agnograd.backends import _abstract
 
     monkeypatch.setattr(_abstract, "_probed", {})
     calls = []
@@ -758,7 +763,7 @@ def test_the_dtype_probe_tells_python_ints_apart_by_size() -> None:
     # for the second.
     import array_api_compat.numpy as cnp
 
-    from agnograd._abstract import Abstract
+    from agnograd.backends._abstract import Abstract
 
     a = Abstract((2,), cnp.uint8, cnp)
     assert (a + 1).dtype == cnp.uint8

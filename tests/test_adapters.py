@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from agnograd import Adapter, Variable
-from agnograd._backend import (
+from agnograd.backends._backend import (
     adapter_for,
     adapter_named,
     adapter_names,
@@ -27,7 +27,7 @@ from agnograd._backend import (
     register_adapter,
     scatter_add_flat,
 )
-from agnograd._device import get_device
+from agnograd.backends._device import get_device
 
 BUILT_IN = ["numpy", "torch", "jax", "cupy", "dask", "array_api_strict"]
 PLUGIN = Path(__file__).resolve().parent / "fake_adapter_pkg"
@@ -47,8 +47,8 @@ def test_loading_every_adapter_imports_no_array_library():
         """
         import json, sys
         import numpy as np
-        from agnograd._backend import _adapters, adapter_for
-        from agnograd._device import get_device
+        from agnograd.backends._backend import _adapters, adapter_for
+        from agnograd.backends._device import get_device
         names = [a.name for a in _adapters()]
         assert adapter_for(np.ones(1)).name == "numpy"
         assert str(get_device("@numpy")) == "@numpy"
@@ -264,9 +264,9 @@ _DISCOVERY = textwrap.dedent(
     import numpy as np
     import agnograd, agnograd.functions as F
     from agnograd import Variable
-    from agnograd._backend import adapter_for, adapter_names, installed_backends
-    from agnograd._device import get_device, view
-    import agnograd._transfer  # Variable.to_device, F.copy
+    from agnograd.backends._backend import adapter_for, adapter_names, installed_backends
+    from agnograd.backends._device import get_device, view
+    import agnograd.functions._transfer  # Variable.to_device, F.copy
 
     assert "tinylib" in adapter_names() and "tinylib" in installed_backends()
     assert "tinylib" not in sys.modules  # found, not imported
@@ -289,7 +289,7 @@ _DISCOVERY = textwrap.dedent(
     v = view(a, "numpy")
     a[0] = 9.0
     assert v[0] == 9.0
-    z = agnograd._transfer.copy(Variable(np.array([3.0])), "@tinylib")
+    z = agnograd.functions._transfer.copy(Variable(np.array([3.0])), "@tinylib")
     assert type(z.array) is tinylib.Array
 
     # A broken plug-in does not break agnograd, and errors say what happened.

@@ -32,7 +32,7 @@ def array(device: agnograd.Device, values: Any, dtype: str = "float32") -> Any:
 def is_0d_array(value: Any, device: agnograd.Device) -> bool:
     """An array (not a NumPy scalar) of ``device``'s library, of shape ()."""
     return (
-        type(value) not in agnograd._backend.NUMPY_SCALARS
+        type(value) not in agnograd.backends._backend.NUMPY_SCALARS
         and agnograd.get_device(value) == device
         and tuple(value.shape) == ()
     )

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import agnograd
 import agnograd.functions as F
 from agnograd import Variable
-from agnograd._checkpoint import Checkpoint, checkpoint, forget
+from agnograd.functions._checkpoint import Checkpoint, checkpoint, forget
 from agnograd.testing import check_backward, check_double_backward
 
 RTOL = {"float64": 1e-10, "float32": 1e-5}

@@ -1,4 +1,4 @@
-"""Compiled re-runs of define-then-run graphs (``agnograd._compiled.compile``).
+"""Compiled re-runs of define-then-run graphs (``agnograd.static._compiled.compile``).
 
 A compiled plan must give what ``y.forward(); y.backward()`` gives, and what the same
 program run eagerly gives, bit for bit: it runs the same array operations in the same
@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 import agnograd
 import agnograd.functions as F
 from agnograd import Variable
-from agnograd._compiled import CompiledGraph
-from agnograd._compiled import compile as compile_graph
 from agnograd.function_hooks import FunctionHook
+from agnograd.static._compiled import CompiledGraph
+from agnograd.static._compiled import compile as compile_graph
 
 # -- backends -----------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Compiled plans lowered to XLA on JAX (``agnograd._compiled_jax``).
+"""Compiled plans lowered to XLA on JAX (``agnograd.static._compiled_jax``).
 
 A lowered plan must give what the graph's walk gives (``forward_all``, then the
 engine's ``backward``) on the same graph. The walk runs each operation as a program
@@ -27,10 +27,10 @@ from hypothesis import strategies as st
 import agnograd
 import agnograd.functions as F
 from agnograd import Variable
-from agnograd._compiled import compile as compile_graph
-from agnograd._compiled_jax import Lowered, lower
-from agnograd._graph import functions_of
+from agnograd.core._graph import functions_of
 from agnograd.function_hooks import FunctionHook
+from agnograd.static._compiled import compile as compile_graph
+from agnograd.static._compiled_jax import Lowered, lower
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")

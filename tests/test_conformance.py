@@ -28,7 +28,7 @@ from agnograd.conformance import __main__ as cli
 
 import agnograd
 from agnograd import Adapter
-from agnograd._backend import adapter_names, adapters
+from agnograd.backends._backend import adapter_names, adapters
 from agnograd.functions._table import DIFFERENTIABLE
 from agnograd.testing import backend_namespace
 

@@ -13,8 +13,8 @@ import pytest
 
 import agnograd
 import agnograd.functions as F
-from agnograd._namespace import namespace_of
 from agnograd.functions import _core
+from agnograd.functions._namespace import namespace_of
 
 
 def test_graph_is_freed_by_reference_counting_alone(backend):

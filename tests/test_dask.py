@@ -141,7 +141,7 @@ def test_dask_arrays_have_no_views():
     x = Variable(da.ones(3, chunks=2))
     with pytest.raises(BufferError, match="not memory buffers"):
         x.view.numpy  # noqa: B018
-    with pytest.warns(agnograd._device.CopyWarning):
+    with pytest.warns(agnograd.backends._device.CopyWarning):
         assert isinstance(x.view("numpy", allow_copy=True), np.ndarray)
 
 

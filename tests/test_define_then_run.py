@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 import agnograd
 import agnograd.functions as F
 from agnograd import FunctionNode, Variable
-from agnograd._abstract import Abstract
+from agnograd.backends._abstract import Abstract
 
 # -- helpers ------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import pytest
 import agnograd
 import agnograd.__main__ as cli
 from agnograd import Adapter
-from agnograd._backend import adapters
+from agnograd.backends._backend import adapters
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -22,7 +22,7 @@ import pytest
 import agnograd
 import agnograd.functions as F
 from agnograd import Variable
-from agnograd._device import Device, get_device
+from agnograd.backends._device import Device, get_device
 
 xs = pytest.importorskip("array_api_strict")
 
@@ -541,8 +541,8 @@ _JAX_TWO_DEVICES = textwrap.dedent(
     assert len(jax.devices("cpu")) == 2, jax.devices()
     import agnograd, agnograd.functions as F
     from agnograd import Variable
-    from agnograd._device import get_device
-    import agnograd._transfer  # installs Variable.to_device and friends
+    from agnograd.backends._device import get_device
+    import agnograd.functions._transfer  # installs Variable.to_device and friends
 
     d0, d1 = get_device("@jax:cpu:0"), get_device("@jax:cpu:1")
     assert str(d1) == "@jax:cpu:1" and get_device(jax.devices()[1]) is d1

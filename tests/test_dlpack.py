@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from agnograd import Variable
-from agnograd._backend import adapter_for
-from agnograd._device import CopyWarning, get_device, view
+from agnograd.backends._backend import adapter_for
+from agnograd.backends._device import CopyWarning, get_device, view
 
 LIBRARIES = ["numpy", "torch", "jax", "array_api_strict"]
 DTYPES = ["float32", "float64", "int32", "int64", "bool"]

@@ -1,4 +1,12 @@
-"""agnograd's modules import in one direction: a layer never imports one above it.
+"""agnograd's folders are its layers, and imports go down them, never up.
+
+Lowest first (``docs/design.md`` has the tree): ``backends`` (array libraries as
+agnograd sees them), ``core`` (the graph), ``functions`` (the rules, the
+differentiable namespace and what builds on them), ``static`` (define-then-run and
+compiled plans), ``transforms`` (``agnograd.functional``), ``interop`` and
+``testing``; above them all the package's top level: ``agnograd/__init__.py``, the
+command line and the public modules (``functional.py``, ``type_check.py``, ...),
+which nothing inside a folder imports.
 
 The import graph is read from the source (function-local imports included, imports
 for type checkers only excluded), so an import that happens to run late, or only
@@ -10,79 +18,28 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "agnograd"
+CONFORMANCE = PACKAGE.parent / "conformance"  # installed as agnograd.conformance
 
-# Lowest first. A module may import its own layer and those before it.
-LAYERS: list[tuple[str, set[str]]] = [
-    (
-        "base: configuration, backend registry, devices as values, extension points",
-        {
-            "_config",
-            "_backend",
-            "_adapter",
-            "_versions",
-            "_device",
-            "_extension",
-            "_graph",
-            "_debug",
-            "initializers",
-            "type_check",
-        },
-    ),
-    (
-        "graph core",
-        {
-            "_variable",
-            "_variable_operators",
-            "_printing",
-            "_nnabla",
-            "_function",
-            "_function_v1",
-            "_parameter",
-            "_engine",
-        },
-    ),
-    ("abstract evaluation", {"_abstract"}),
-    (
-        "rules and the differentiable namespace",
-        {"functions.*", "_namespace", "_inplace", "_convert", "function_hooks"},
-    ),
-    ("devices and transfer", {"_transfer"}),
-    (
-        "define-then-run and its compiled plans",
-        {
-            "_define_then_run",
-            "_compiled",
-            "_compiled_jax",
-            "_compiled_steps",
-            "_compiled_trace",
-            "_replay",
-        },
-    ),
-    (
-        "the package, its operators and tools (transforms, checkpointing, pictures)",
-        {
-            "__init__",
-            "functions",
-            "_operators",
-            "__main__",
-            "testing",
-            "testing.*",
-            "functional",
-            "_transforms",
-            "_checkpoint",
-            "_checkpoint_reads",
-            "_graph_picture",
-            "computational_graph",
-            "interop",
-            "interop.*",
-        },
-    ),
+TOP = ""  # the package's top level: __init__, __main__, the public modules
+# Lowest first. A module may import its own folder and the folders before it.
+FOLDERS: list[tuple[str, str]] = [
+    ("backends", "array libraries as agnograd sees them: registry, adapters, devices"),
+    ("core", "the graph: Variable, VariableNode, FunctionNode, the engine, configuration"),
+    ("functions", "the rules, the differentiable namespace, operators, transfer, checkpoint"),
+    ("static", "define-then-run and compiled plans"),
+    ("transforms", "agnograd.functional: vjp, jvp, jacobian, hessian"),
+    ("interop", "the bridges to PyTorch and JAX"),
+    ("testing", "the gradient-checking kit and its pytest plug-in"),
+    (TOP, "the package's top level: agnograd/__init__.py and the public modules"),
 ]
+RANK = {folder: i for i, (folder, _) in enumerate(FOLDERS)}
+MAX_LINES = 600
 
 
 def _name(path: Path) -> str:
@@ -93,12 +50,10 @@ def _name(path: Path) -> str:
     return ".".join(parts)
 
 
-def layer_of(module: str) -> int:
-    for i, (_, members) in enumerate(LAYERS):
-        head = module.split(".")[0]
-        if module in members or (f"{head}.*" in members and "." in module):
-            return i
-    raise AssertionError(f"agnograd.{module} is in no layer: add it to tests/test_layers.py")
+def folder_of(module: str) -> str:
+    """``core`` for ``core._engine``; :data:`TOP` for a module at the package's top."""
+    head = module.split(".")[0]
+    return head if (PACKAGE / head / "__init__.py").exists() else TOP
 
 
 def _type_checking_only(node: ast.AST) -> bool:
@@ -141,14 +96,79 @@ def imports_of(path: Path) -> set[str]:
 MODULES = sorted(PACKAGE.rglob("*.py"))
 
 
+def import_graph() -> dict[str, set[str]]:
+    return {_name(path): imports_of(path) for path in MODULES}
+
+
+def folder_graph(modules: Mapping[str, set[str]]) -> dict[str, set[str]]:
+    """Which folders each folder imports (its own left out)."""
+    graph: dict[str, set[str]] = {}
+    for module, imported in modules.items():
+        mine = folder_of(module)
+        graph.setdefault(mine, set()).update(folder_of(m) for m in imported)
+        graph[mine].discard(mine)
+    return graph
+
+
+def a_circle(graph: Mapping[str, set[str]]) -> list[str] | None:
+    """One import circle of ``graph`` (its nodes, the first repeated at the end), or None."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        if node in path:
+            return [*path[path.index(node) :], node]
+        if node in done:
+            return None
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if circle := visit(nxt):
+                return circle
+        path.pop()
+        done.add(node)
+        return None
+
+    return next(filter(None, map(visit, sorted(graph))), None)
+
+
+def test_every_folder_is_a_layer() -> None:
+    folders = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert folders == set(RANK) - {TOP}, "list each folder of agnograd/ in FOLDERS, in order"
+
+
 @pytest.mark.parametrize("path", MODULES, ids=[_name(p) for p in MODULES])
-def test_no_module_imports_a_higher_layer(path: Path) -> None:
+def test_no_module_imports_a_higher_folder(path: Path) -> None:
     module = _name(path)
-    mine = layer_of(module)
-    upward = {m: LAYERS[layer_of(m)][0] for m in sorted(imports_of(path)) if layer_of(m) > mine}
+    mine = folder_of(module)
+    upward = {m for m in imports_of(path) if RANK[folder_of(m)] > RANK[mine]}
     assert not upward, (
-        f"agnograd.{module} ({LAYERS[mine][0]}) imports higher layers: {upward}; reach them "
-        "through an extension point (agnograd._extension) instead"
+        f"agnograd.{module} ({dict(FOLDERS)[mine]}) imports higher folders: {sorted(upward)}; "
+        "reach them through an extension point (agnograd.core._extension) instead"
+    )
+
+
+def test_no_import_circle_between_folders() -> None:
+    assert a_circle(folder_graph(import_graph())) is None
+
+
+def test_the_circle_check_finds_circles() -> None:
+    assert a_circle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert a_circle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+    # a module of core importing one of static is a circle between the two folders
+    modules = {"core._engine": {"static._compiled"}, "static._compiled": {"core._engine"}}
+    assert a_circle(folder_graph(modules)) == ["core", "static", "core"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [*MODULES, *sorted(CONFORMANCE.rglob("*.py"))],
+    ids=lambda p: str(p.relative_to(PACKAGE.parent)),
+)
+def test_modules_are_short(path: Path) -> None:
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_LINES, (
+        f"{path.relative_to(PACKAGE.parent)} has {lines} lines (at most {MAX_LINES}): split "
+        "it where it holds two concerns"
     )
 
 
@@ -156,17 +176,17 @@ def test_the_check_sees_function_local_imports(tmp_path: Path) -> None:
     source = tmp_path / "probe.py"
     source.write_text(
         "from typing import TYPE_CHECKING\n"
-        "if TYPE_CHECKING:\n    from agnograd._transfer import copy\n"
-        "def f():\n    from agnograd._define_then_run import forward_all\n"
+        "if TYPE_CHECKING:\n    from agnograd.functions._transfer import copy\n"
+        "def f():\n    from agnograd.static._define_then_run import forward_all\n"
     )
-    assert imports_of(source) == {"_define_then_run"}
+    assert imports_of(source) == {"static._define_then_run"}
 
 
 def test_the_graph_core_stands_on_its_own() -> None:
-    core = [p for p in MODULES if layer_of(_name(p)) <= 1]
-    assert {_name(p) for p in core} >= {"_variable", "_function", "_engine"}
+    core = [p for p in MODULES if folder_of(_name(p)) in {"backends", "core"}]
+    assert {_name(p) for p in core} >= {"core._variable", "core._function", "core._engine"}
     for path in core:
-        assert all(layer_of(m) <= 1 for m in imports_of(path)), _name(path)
+        assert {folder_of(m) for m in imports_of(path)} <= {"backends", "core"}, _name(path)
 
 
 def _defined_in_body(cls: type) -> set[str]:
@@ -199,7 +219,7 @@ def test_variable_is_defined_in_one_place() -> None:
     for cls in agnograd.Variable.__mro__[:-1]:
         added = set(vars(cls)) - _defined_in_body(cls) - _AUTOMATIC
         assert not added, f"{cls.__name__} got {sorted(added)} from outside its class statement"
-    from agnograd import _extension
+    from agnograd.core import _extension
 
     filled = (_extension.operators, _extension.namespace, _extension.transfer,
               _extension.define_then_run)  # fmt: skip

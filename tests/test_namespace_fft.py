@@ -26,7 +26,7 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 import agnograd
-from agnograd._namespace import namespace_of
+from agnograd.functions._namespace import namespace_of
 from agnograd.functions._standard import FFT
 from agnograd.functions._table import DIFFERENTIABLE, NON_DIFFERENTIABLE
 from agnograd.testing import backend_namespace, check_backward, check_double_backward

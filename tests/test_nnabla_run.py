@@ -26,7 +26,8 @@ import pytest
 
 import agnograd
 import agnograd.functions as F
-from agnograd import Variable, _replay
+from agnograd import Variable
+from agnograd.static import _replay
 
 
 @pytest.fixture(params=[None, 0], ids=["walk", "plan"])

@@ -23,8 +23,9 @@ import pytest
 
 import agnograd
 import agnograd.functions as F
-from agnograd import FunctionNode, Variable, _replay
-from agnograd._compiled import compile as compile_graph
+from agnograd import FunctionNode, Variable
+from agnograd.static import _replay
+from agnograd.static._compiled import compile as compile_graph
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""``y.forward()`` and ``y.backward()`` compile a graph run often enough (agnograd._replay).
+"""``y.forward()`` and ``y.backward()`` compile a graph run often enough (agnograd.static._replay).
 
 After ``config.compile_after`` walks of an unchanged graph (none in these tests),
 ``y.forward()`` runs a compiled plan, and a plain ``y.backward()`` after it runs
@@ -19,8 +19,9 @@ import pytest
 
 import agnograd
 import agnograd.functions as F
-from agnograd import Variable, _replay
+from agnograd import Variable
 from agnograd.function_hooks import FunctionHook
+from agnograd.static import _replay
 
 
 @pytest.fixture(autouse=True)

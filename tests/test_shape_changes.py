@@ -6,7 +6,7 @@ namespace is called once here, its graph built under ``auto_forward(False)`` on
 inputs of one shape; then its leaves are fed arrays of another shape (a longer
 leading axis, an axis shrunk to one, another last axis, one more axis) and the
 graph is run again: walked (``compile_after=None``), by the plan ``y.forward()``
-compiles (``compile_after=0``) and by the plan of ``agnograd._compiled.compile``.
+compiles (``compile_after=0``) and by the plan of ``agnograd.static._compiled.compile``.
 The values and the gradients (seeded with ones) must be those of eager on the new
 inputs, on NumPy, array-api-strict and PyTorch. A function whose number of outputs
 is the new shape's (``unstack``) refuses the run with an error that names it, and
@@ -26,9 +26,10 @@ import pytest
 
 import agnograd
 import agnograd.functions as F
-from agnograd import Variable, _compiled, _replay
-from agnograd._printing import to_numpy
+from agnograd import Variable
+from agnograd.core._printing import to_numpy
 from agnograd.functions._table import DIFFERENTIABLE
+from agnograd.static import _compiled, _replay
 from agnograd.testing import backend_namespace
 from agnograd.testing._domains_linalg import (
     gram,

@@ -31,7 +31,7 @@ import pytest
 
 import agnograd
 from agnograd import Variable
-from agnograd._printing import to_numpy
+from agnograd.core._printing import to_numpy
 from agnograd.testing import backend_namespace
 
 xpx = pytest.importorskip("array_api_extra")

@@ -22,7 +22,7 @@ import agnograd
 import agnograd.functions as F
 import agnograd.testing
 from agnograd import Adapter
-from agnograd._backend import adapters, dtype_name
+from agnograd.backends._backend import adapters, dtype_name
 from agnograd.functions._core import raw
 from agnograd.testing import (
     NondifferentiableError,

@@ -15,7 +15,8 @@ import pytest
 
 import agnograd
 import agnograd.functions as F
-from agnograd import Variable, _versions
+from agnograd import Variable
+from agnograd.core import _versions
 from agnograd.testing import check_backward, check_double_backward
 
 OVERWRITTEN = "overwritten in place"
@@ -288,7 +289,7 @@ def test_a_write_through_a_view_inside_no_backprop_mode_changes_only_values(back
 
 
 def test_define_then_run_writes_through_a_view_into_a_copy(backend):
-    # Define-then-run writes into a copy (see agnograd._inplace), so a write through
+    # Define-then-run writes into a copy (see agnograd.functions._inplace), so a write through
     # a view does not reach its base, on every library (as on JAX eagerly).
     x = Variable.from_array(backend.asarray([1.0, 2.0, 3.0]), need_grad=True)
     with agnograd.auto_forward(False):

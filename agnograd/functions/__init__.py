@@ -15,11 +15,10 @@ Examples
 array([[3., 0.]])
 """
 
-from agnograd._checkpoint import forget
-from agnograd._transfer import copy
 from agnograd.functions import _chainer, _misc, _nn, _rows, _table
 from agnograd.functions._binary import *  # noqa: F403 - each __all__ comes from the rows
 from agnograd.functions._chainer import *  # noqa: F403
+from agnograd.functions._checkpoint import forget
 from agnograd.functions._creation import *  # noqa: F403
 from agnograd.functions._elementwise import *  # noqa: F403
 from agnograd.functions._fft import *  # noqa: F403
@@ -36,6 +35,7 @@ from agnograd.functions._searching import *  # noqa: F403
 from agnograd.functions._set import *  # noqa: F403
 from agnograd.functions._sorting import *  # noqa: F403
 from agnograd.functions._statistical import *  # noqa: F403
+from agnograd.functions._transfer import copy
 from agnograd.functions._unary import *  # noqa: F403
 from agnograd.functions._utility import *  # noqa: F403
 

@@ -17,13 +17,13 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from agnograd._function import FunctionNode
-from agnograd._namespace import namespace_of
-from agnograd._variable import Variable
+from agnograd.core._function import FunctionNode
+from agnograd.core._variable import Variable
 from agnograd.functions._binary import atan2
 from agnograd.functions._core import input_shape, raw_xp_device, shape_of
 from agnograd.functions._linalg import matmul
 from agnograd.functions._manipulation import broadcast_arrays, reshape
+from agnograd.functions._namespace import namespace_of
 from agnograd.functions._rows import Rows
 from agnograd.functions._unary import acos, asin, atan
 

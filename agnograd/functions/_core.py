@@ -11,12 +11,12 @@ from typing import Any
 
 import array_api_compat
 
-from agnograd import _versions
-from agnograd._backend import SCALARS, raw_namespace
-from agnograd._function import FunctionNode
-from agnograd._function import symbolic as _symbolic
-from agnograd._namespace import namespace_of
-from agnograd._variable import Variable
+from agnograd.backends._backend import SCALARS, raw_namespace
+from agnograd.core import _versions
+from agnograd.core._function import FunctionNode
+from agnograd.core._function import symbolic as _symbolic
+from agnograd.core._variable import Variable
+from agnograd.functions._namespace import namespace_of
 from agnograd.functions._standard import parse_signature, signature
 
 #: The rule of a unary function: ``rule(xp, x, y, gy) -> gx``.
@@ -409,7 +409,7 @@ def apply_nondifferentiable(
 def native_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments for a backend function: arrays of Variables, and the library's
     own device object for an agnograd :class:`~agnograd.Device`."""
-    from agnograd._device import native_device
+    from agnograd.backends._device import native_device
 
     return {k: native_device(raw(v)) for k, v in kwargs.items()}
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agnograd import _extension
-from agnograd._function import FunctionNode
-from agnograd._namespace import namespace_of
-from agnograd._variable import Variable
+from agnograd.core import _extension
+from agnograd.core._function import FunctionNode
+from agnograd.core._variable import Variable
 from agnograd.functions._core import constant, forwarding, native_kwargs, raw, shape_of
+from agnograd.functions._namespace import namespace_of
 from agnograd.functions._rows import Rows, namespace_tables
 
 ROWS = Rows(__name__)

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import array_api_compat
 
-from agnograd import _extension
-from agnograd._backend import raw_namespace, scatter_add_flat
-from agnograd._function import FunctionNode
-from agnograd._inplace import note_view
-from agnograd._namespace import namespace_of
-from agnograd._variable import Variable
+from agnograd.backends._backend import raw_namespace, scatter_add_flat
+from agnograd.core import _extension
+from agnograd.core._function import FunctionNode
+from agnograd.core._variable import Variable
 from agnograd.functions._core import held, input_shape, raw, raw_xp_device, shape_of
+from agnograd.functions._inplace import note_view
+from agnograd.functions._namespace import namespace_of
 from agnograd.functions._rows import Rows
 
 ROWS = Rows(__name__)

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from agnograd._function import FunctionNode
-from agnograd._namespace import namespace_of
-from agnograd._variable import Variable
+from agnograd.core._function import FunctionNode
+from agnograd.core._variable import Variable
 from agnograd.functions._core import Spec, is_complex, raw_xp_device, real_dtype
 from agnograd.functions._linalg import (
     check_matrix,
@@ -16,6 +15,7 @@ from agnograd.functions._linalg import (
     off_diagonal_inverse,
     raw_zeros,
 )
+from agnograd.functions._namespace import namespace_of
 from agnograd.functions._rows import Rows
 
 ROWS = Rows(__name__)

@@ -8,10 +8,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import array_api_compat
 
-from agnograd._abstract import broadcast_shapes
-from agnograd._function import FunctionNode
-from agnograd._namespace import namespace_of
-from agnograd._variable import Variable
+from agnograd.backends._abstract import broadcast_shapes
+from agnograd.core._function import FunctionNode
+from agnograd.core._variable import Variable
 from agnograd.functions._core import (
     Spec,
     conjugate,
@@ -23,6 +22,7 @@ from agnograd.functions._core import (
     shape_of,
 )
 from agnograd.functions._linalg import check_matrix, mh
+from agnograd.functions._namespace import namespace_of
 from agnograd.functions._rows import Rows
 
 ROWS = Rows(__name__)

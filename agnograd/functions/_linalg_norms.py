@@ -7,10 +7,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from agnograd._abstract import broadcast_shapes
-from agnograd._function import FunctionNode
-from agnograd._namespace import namespace_of
-from agnograd._variable import Variable
+from agnograd.backends._abstract import broadcast_shapes
+from agnograd.core._function import FunctionNode
+from agnograd.core._variable import Variable
 from agnograd.functions._core import (
     Spec,
     conjugate,
@@ -26,6 +25,7 @@ from agnograd.functions._linalg import check_matrix, matmul, raw_zeros
 from agnograd.functions._linalg_decompositions import svdvals
 from agnograd.functions._linalg_inverse import inv
 from agnograd.functions._manipulation import expand_dims, reshape
+from agnograd.functions._namespace import namespace_of
 from agnograd.functions._rows import Rows
 
 ROWS = Rows(__name__)

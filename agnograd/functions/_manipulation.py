@@ -9,11 +9,11 @@ import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from agnograd._backend import is_array, raw_namespace
-from agnograd._function import FunctionNode
-from agnograd._namespace import namespace_of
-from agnograd._variable import Variable
+from agnograd.backends._backend import is_array, raw_namespace
+from agnograd.core._function import FunctionNode
+from agnograd.core._variable import Variable
 from agnograd.functions._core import apply_nondifferentiable, input_shape, normalize_axes, shape_of
+from agnograd.functions._namespace import namespace_of
 from agnograd.functions._rows import Rows
 
 ROWS = Rows(__name__)

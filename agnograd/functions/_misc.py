@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agnograd._function import FunctionNode
-from agnograd._variable import Variable
+from agnograd.core._function import FunctionNode
+from agnograd.core._variable import Variable
 from agnograd.functions._rows import Rows
 
 ROWS = Rows(__name__)

@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any, Literal, NamedTuple, TypeVar
 
-from agnograd._variable import Variable
+from agnograd.core._variable import Variable
 from agnograd.functions._core import BinaryRule, Bound, Rule, binary, nondifferentiable, unary
 
 Fn = TypeVar("Fn", bound=Callable[..., Any])

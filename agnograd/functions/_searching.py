@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agnograd._backend import SCALARS
-from agnograd._function import FunctionNode
-from agnograd._namespace import namespace_of
-from agnograd._variable import Variable
+from agnograd.backends._backend import SCALARS
+from agnograd.core._function import FunctionNode
+from agnograd.core._variable import Variable
 from agnograd.functions._core import held
+from agnograd.functions._namespace import namespace_of
 from agnograd.functions._rows import Rows
 from agnograd.functions._set import apply_nondifferentiable_tuple
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from agnograd._variable import Variable
+from agnograd.core._variable import Variable
 from agnograd.functions._core import ARRAY, NonDifferentiable, _is_scalar, raw
 from agnograd.functions._rows import Rows
 

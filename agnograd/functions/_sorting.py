@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agnograd._variable import Variable
+from agnograd.core._variable import Variable
 from agnograd.functions._core import shape_of
 from agnograd.functions._indexing import take_along_axis
 from agnograd.functions._rows import Rows

@@ -19,10 +19,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from agnograd._backend import known_shape
-from agnograd._function import FunctionNode
-from agnograd._namespace import namespace_of
-from agnograd._variable import Variable
+from agnograd.backends._backend import known_shape
+from agnograd.core._function import FunctionNode
+from agnograd.core._variable import Variable
 from agnograd.functions._core import (
     conjugate,
     held,
@@ -31,6 +30,7 @@ from agnograd.functions._core import (
     others_product,
     shape_of,
 )
+from agnograd.functions._namespace import namespace_of
 from agnograd.functions._rows import Rows
 
 ROWS = Rows(__name__)

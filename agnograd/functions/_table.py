@@ -14,10 +14,10 @@ import functools
 import importlib
 from typing import Any
 
-from agnograd import _extension
-from agnograd._backend import backend_name
-from agnograd._device import native_device
-from agnograd._variable import Variable
+from agnograd.backends._backend import backend_name
+from agnograd.backends._device import native_device
+from agnograd.core import _extension
+from agnograd.core._variable import Variable
 from agnograd.functions._core import Bound, constant, forwarding, native_kwargs, raw
 from agnograd.functions._rows import chapter, namespace_tables, unsupported_table
 from agnograd.functions._standard import VERSION
@@ -244,12 +244,12 @@ class _Info:
 
     @functools.cached_property
     def _adapter(self) -> Any:
-        from agnograd._backend import adapter_for
+        from agnograd.backends._backend import adapter_for
 
         return adapter_for(self._raw.asarray(0))  # the library's, whatever the device
 
     def _device(self, native: Any) -> Any:
-        from agnograd._device import _from_native
+        from agnograd.backends._device import _from_native
 
         return native if self._adapter is None else _from_native(self._adapter, native)
 

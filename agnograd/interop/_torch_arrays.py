@@ -8,9 +8,9 @@ from typing import Any, TypeAlias
 
 import torch
 
-from agnograd._backend import adapter_named, fallback_adapter, is_array
-from agnograd._device import Device, _view_target, get_device, transfer
-from agnograd._variable import Variable
+from agnograd.backends._backend import adapter_named, fallback_adapter, is_array
+from agnograd.backends._device import Device, _view_target, get_device, transfer
+from agnograd.core._variable import Variable
 
 #: Rebuilds a call's ``(args, kwargs)`` with new objects in place of the ones found.
 Rebuild: TypeAlias = Callable[[Sequence[Any]], Any]

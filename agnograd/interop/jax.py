@@ -33,12 +33,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from agnograd._backend import dtype_name, is_array, raw_namespace
-from agnograd._config import config, eager_recording
-from agnograd._device import Device, _view_target, device_of, transfer, view
-from agnograd._engine import grad
-from agnograd._function import FunctionNode
-from agnograd._variable import Variable
+from agnograd.backends._backend import dtype_name, is_array, raw_namespace
+from agnograd.backends._device import Device, _view_target, device_of, transfer, view
+from agnograd.core._config import config, eager_recording
+from agnograd.core._engine import grad
+from agnograd.core._function import FunctionNode
+from agnograd.core._variable import Variable
 
 __all__ = ["function", "node"]
 

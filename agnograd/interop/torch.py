@@ -18,12 +18,12 @@ from typing import Any
 
 import torch
 
-from agnograd._backend import adapter_for, adapter_named
-from agnograd._config import config, get_auto_forward, using_config
-from agnograd._device import Device, get_device, transfer
-from agnograd._engine import grad
-from agnograd._function import FunctionNode
-from agnograd._variable import Variable, _refuse_foreign_graph
+from agnograd.backends._backend import adapter_for, adapter_named
+from agnograd.backends._device import Device, get_device, transfer
+from agnograd.core._config import config, get_auto_forward, using_config
+from agnograd.core._engine import grad
+from agnograd.core._function import FunctionNode
+from agnograd.core._variable import Variable, _refuse_foreign_graph
 from agnograd.interop._torch_arrays import (
     Rebuild,
     _as_tensor,

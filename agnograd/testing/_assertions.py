@@ -7,8 +7,8 @@ from typing import Any
 import array_api_compat
 import numpy
 
-from agnograd._backend import dtype_name
-from agnograd._variable import Variable
+from agnograd.backends._backend import dtype_name
+from agnograd.core._variable import Variable
 
 
 def to_numpy(x: Any) -> numpy.ndarray:

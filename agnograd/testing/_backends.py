@@ -1,6 +1,6 @@
 """Which array libraries are installed, their namespaces and their devices.
 
-The backends are those of agnograd's adapter registry (``agnograd._backend``).
+The backends are those of agnograd's adapter registry (``agnograd.backends._backend``).
 Nothing here imports an array library until a namespace is asked for: whether a
 library is installed is decided without importing it, so the pytest plugin can
 list the backends without importing torch or jax.
@@ -13,8 +13,8 @@ from typing import Any
 
 import array_api_compat
 
-from agnograd import _backend
-from agnograd._device import Device, _from_native
+from agnograd.backends import _backend
+from agnograd.backends._device import Device, _from_native
 
 
 def installed_backends() -> list[str]:

@@ -20,7 +20,7 @@ import array_api_compat
 import numpy
 from hypothesis import strategies as st
 
-from agnograd._backend import dtype_name
+from agnograd.backends._backend import dtype_name
 
 
 @dataclass(frozen=True)

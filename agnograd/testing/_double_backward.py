@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import agnograd
-from agnograd._backend import raw_namespace
-from agnograd._variable import Variable
+from agnograd.backends._backend import raw_namespace
+from agnograd.core._variable import Variable
 from agnograd.testing._gradient_check import (
     _check_backward,
     _grad_outputs,

@@ -17,8 +17,8 @@ import array_api_compat
 import numpy
 
 import agnograd
-from agnograd._backend import dtype_name, raw_namespace
-from agnograd._variable import Variable
+from agnograd.backends._backend import dtype_name, raw_namespace
+from agnograd.core._variable import Variable
 from agnograd.testing._backends import dtype_of
 from agnograd.testing._gradient_report import (
     describe,

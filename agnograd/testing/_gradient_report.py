@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy
 
-from agnograd._backend import dtype_name
-from agnograd._variable import Variable
+from agnograd.backends._backend import dtype_name
+from agnograd.core._variable import Variable
 from agnograd.testing._numerical import host64, numerical_grad
 
 if TYPE_CHECKING:

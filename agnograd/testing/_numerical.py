@@ -18,8 +18,8 @@ from typing import Any
 import array_api_compat
 import numpy
 
-from agnograd._backend import dtype_name, raw_namespace
-from agnograd._variable import Variable
+from agnograd.backends._backend import dtype_name, raw_namespace
+from agnograd.core._variable import Variable
 from agnograd.testing._assertions import to_numpy
 
 #: Relative size of a change of slope, next to the largest slope seen, that counts as a

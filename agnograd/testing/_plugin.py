@@ -100,7 +100,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _parse(values: list[str]) -> list[BackendSpec]:
-    from agnograd._backend import adapter_names
+    from agnograd.backends._backend import adapter_names
     from agnograd.testing._backends import installed_backends
 
     specs = []
@@ -225,7 +225,7 @@ def agnograd_backend(_agnograd_backend_spec: BackendSpec) -> BackendSpec:
 @pytest.fixture(scope="session")
 def xp(_agnograd_backend_spec: BackendSpec) -> Any:
     """The array API namespace of the backend under test (one run per backend)."""
-    from agnograd._backend import adapter_named
+    from agnograd.backends._backend import adapter_named
     from agnograd.testing._backends import backend_namespace
 
     name = _agnograd_backend_spec.name

@@ -30,7 +30,8 @@ from hypothesis.errors import HypothesisWarning
 from hypothesis.extra.array_api import make_strategies_namespace
 from hypothesis.vendor.pretty import for_type_by_name
 
-from agnograd import _backend, _variable
+from agnograd.backends import _backend
+from agnograd.core import _variable
 from agnograd.testing import _backends, _cases
 from agnograd.testing._cases import FunctionCase, function_inputs, registered_domains
 

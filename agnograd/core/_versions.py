@@ -1,0 +1,175 @@
+"""Version counters: backward raises if an array it saved was overwritten since.
+
+A FunctionNode that keeps arrays for backward records their versions when its
+forward runs; backward compares them with the versions now and raises instead of
+computing a gradient from values that the forward never saw.
+
+Versions belong to memory, not to array objects: a write through any view counts
+for the buffer behind it, so every saved array that shares that buffer sees it.
+Like PyTorch's one counter per storage this is conservative: a write anywhere in a
+buffer invalidates every saved view of it, even a view of elements that the write
+did not touch. Each library's adapter says what owns an array's memory
+(``Adapter.memory``: NumPy and CuPy follow ``.base``, array-api-strict its wrapped
+NumPy array). Where the library counts writes itself (``Adapter.write_count``:
+PyTorch's ``Tensor._version``, shared by views), its count is recorded, so writes
+made behind agnograd's back (``v.array[0] = 1``) are caught too; elsewhere only
+agnograd's own writes (``x[key] = value`` on a Variable) count. JAX arrays are
+immutable and a Dask write builds a new graph, so they share nothing.
+
+Arrays never written in place cost nothing: while agnograd has written nothing the
+registry is empty, and nodes of libraries without a counter of their own (NumPy)
+record nothing.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from agnograd.backends._backend import _adapter_cache, adapter_for
+from agnograd.core._config import BACKPROP, MODE
+
+# id(owner of a buffer) -> number of agnograd's in-place writes into the buffer;
+# entries leave with their owners. While it is empty no write has happened.
+versions: dict[int, int] = {}
+
+#: Namespaces of libraries that keep no write counter of their own, learned from
+#: the arrays nodes save: while ``versions`` is empty their nodes record nothing.
+uncounted: set[Any] = set()
+# Namespaces of libraries that do (PyTorch): their nodes always record.
+_counted: set[Any] = set()
+
+# type(array) -> the library's write count (None: it keeps none), else agnograd's
+# count of its memory. PyTorch's nodes all record, so this is a hot path.
+_version_of: dict[type, Callable[[Any], int | None]] = {}
+
+
+def memory_of(array: Any) -> Any:
+    """The object that owns ``array``'s memory: the same for every view of it."""
+    adapter = adapter_for(array)
+    return array if adapter is None else adapter.get_memory(array)
+
+
+# id(owner of a buffer) -> number of agnograd's writes into it made while backprop
+# was enabled: these make the other Variables of the buffer stale (check_inputs);
+# a write inside no_backprop_mode changes values that the graph does not follow, as
+# in torch.no_grad.
+graph_writes: dict[int, int] = {}
+
+
+def _forget(key: int) -> None:
+    versions.pop(key, None)
+    graph_writes.pop(key, None)
+
+
+def bump(array: Any) -> None:
+    """Record one more in-place write into ``array``'s memory."""
+    owner = memory_of(array)
+    key = id(owner)
+    if key not in versions:
+        try:
+            weakref.finalize(owner, _forget, key)
+        except TypeError:  # not weak-referenceable: cannot be tracked safely
+            return
+        versions[key] = 0
+    versions[key] += 1
+    if MODE.get()[BACKPROP]:
+        graph_writes[key] = graph_writes.get(key, 0) + 1
+
+
+def _own(array: Any) -> int:
+    return versions.get(id(memory_of(array)), 0)
+
+
+def _version_function(array: Any) -> Callable[[Any], int | None]:
+    adapter = adapter_for(array)
+    if adapter is not None and adapter.write_count is not None:
+        return adapter.write_count
+    return _own
+
+
+def _version(array: Any) -> int:
+    cls = array.__class__
+    version = _version_of.get(cls)
+    if version is None or cls not in _adapter_cache:  # new, or the adapters changed
+        version = _version_of[cls] = _version_function(array)
+    n = version(array)
+    return _own(array) if n is None else n
+
+
+def of(arrays: tuple[Any, ...]) -> tuple[int, ...]:
+    """The current versions of ``arrays``: the library's count where it keeps one."""
+    # Nodes save one or two arrays: build those tuples at once (no iterator).
+    n = len(arrays)
+    if n == 1:
+        return (_version(arrays[0]),)
+    if n == 2:
+        return (_version(arrays[0]), _version(arrays[1]))
+    return tuple([_version(a) for a in arrays])
+
+
+def record(
+    xp: Any, saved_inputs: tuple[Any, ...], saved_outputs: tuple[Any, ...], sample: Any
+) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The versions a node of namespace ``xp`` that saved these arrays keeps (``None``
+    when it saved none); ``sample``, an array of ``xp``, tells whether the library
+    counts writes itself, the first time ``xp`` is seen."""
+    if xp not in _counted and xp not in uncounted:
+        adapter = adapter_for(sample)
+        counts = adapter is not None and adapter.write_count is not None
+        (_counted if counts else uncounted).add(xp)
+    if not (saved_inputs or saved_outputs):
+        return None
+    return (of(saved_inputs) if saved_inputs else (), of(saved_outputs) if saved_outputs else ())
+
+
+def note_outputs(outputs: tuple[Any, ...]) -> None:
+    """Record on each output Variable's node the version of its data's memory."""
+    for var in outputs:
+        var._node.version = graph_writes.get(id(memory_of(var._data)), 0)
+
+
+def check_inputs(func: Any, nodes: Any, arrays: Any) -> None:
+    """Raise if an input that the graph computed was written in place since, through
+    another Variable of its memory (a view, or its base): its graph would no longer
+    describe its values, and its gradient would be wrong. Leaves are data, free to
+    change between graphs (a parameter update)."""
+    if func._takes_written_inputs:
+        return
+    for i, (node, array) in enumerate(zip(nodes, arrays, strict=True)):
+        if node.creator_node is not None and node.version != graph_writes.get(
+            id(memory_of(array)), 0
+        ):
+            var = node._variable()
+            what = "the Variable" if var is None else var._describe()
+            raise RuntimeError(
+                f"{func.label}: input {i}, {what}, was changed by a write into another "
+                "Variable that shares its memory (a view of it, or the array it views) "
+                "after it was computed, so its graph no longer describes its values and "
+                "its gradient would be wrong; take the view after the write, or write "
+                "into a copy (v = v * 1)"
+            )
+
+
+def check(func: Any, what: str, arrays: tuple[Any, ...], recorded: tuple[int, ...] | None) -> None:
+    """Raise if one of ``arrays`` was written in place after ``func`` saved it.
+
+    ``recorded`` is ``None`` when the node recorded nothing, which it does only
+    while agnograd has written nothing: every array was then at version 0.
+    """
+    if recorded is None:
+        now = tuple([_own(a) for a in arrays])
+        before: tuple[int, ...] = (0,) * len(arrays)
+    else:
+        now, before = of(arrays), recorded
+    if now == before:  # the common case, compared at once
+        return
+    for i, (a, b) in enumerate(zip(now, before, strict=True)):
+        if a != b:
+            raise RuntimeError(
+                f"backward of {func.label}: saved {what} {i} was overwritten in place after "
+                f"the forward used it (version {b} then, {a} now; a write into any view of "
+                "the same memory counts), so its gradient would be wrong; write into a copy "
+                "instead (x = xp.asarray(x, copy=True)) or set the values before using them"
+            )

@@ -1,0 +1,405 @@
+"""The lines of a compiled plan's steps (see :mod:`agnograd.static._compiled`).
+
+One step per function of the graph, forward and backward: lines of their own for
+the common elementwise nodes (the namespace's unary functions, ``+``, ``-``, ``*``
+and their forms with a Python scalar, their rules traced into the lines), a call of
+the node's own ``forward`` or ``backward`` for every other; then the lines that
+give the graph's nodes their arrays, and the Python functions made of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agnograd.backends._backend import as_array, raw_namespace, writable
+from agnograd.core import _versions
+from agnograd.core._config import using_config
+from agnograd.core._engine import (
+    _call_backward,
+    _cast,
+    _gradient_tuple,
+    _leaf_lock,
+    _of_targets,
+    _quiet,
+    _refuses,
+    _sum_to,
+)
+from agnograd.core._function import FunctionNode
+from agnograd.core._variable import Variable, VariableNode
+from agnograd.functions._core import Unary
+from agnograd.functions._elementwise import (
+    Add,
+    AddConstant,
+    DivConstant,
+    Mul,
+    MulConstant,
+    Sub,
+    SubFromConstant,
+)
+from agnograd.static._compiled_trace import trace_rule
+from agnograd.static._define_then_run import _unlinked, set_node_data
+
+Step = Callable[..., None]
+
+
+def _publish_code(
+    published: list[tuple[int, VariableNode]], bind: Callable[[Any], str]
+) -> list[str]:
+    """The lines that give each published node, and its Variable if it had one at
+    compile time and still has, its array (``set_node_data`` for the nodes with
+    unlinked copies)."""
+    lines = []
+    for slot, node in published:
+        if node in _unlinked:
+            lines.append(f"{bind(set_node_data)}({bind(node)}, buf[{slot}])")
+            continue
+        if node.shape == ():  # NumPy answers a 0-d result with a scalar
+            lines.append(f"buf[{slot}] = {bind(as_array)}(buf[{slot}])")
+        name = bind(node)
+        lines.append(f"{name}._data = buf[{slot}]")
+        if node._variable() is not None:
+            lines += [f"v = {name}._variable()", "if v is not None:", f"    v._data = buf[{slot}]"]
+    return lines
+
+
+# Steps per generated function. CPython compiles a long function in time and memory
+# that grow faster than its length (a 32,000-function chain in one function: 10 s
+# and 0.5 GB); pieces of this size keep both proportional to the graph.
+_PIECE = 250
+
+
+def _code(
+    name: str, args: str, steps: list[tuple[list[str], list[int]]], env: dict[str, Any]
+) -> tuple[Callable[..., None], str]:
+    """The function ``name(args)`` running ``steps`` (each step's lines, then
+    ``buf[k] = None`` for each array whose last reader the step was), and its
+    source: straight-line code over the names bound in ``env``, with no loop and no
+    call but the array operations (and the nodes that run their own forward and
+    backward), in pieces of ``_PIECE`` steps."""
+    namespace = dict(env)
+    pieces = []
+    sources = []
+    for start in range(0, max(len(steps), 1), _PIECE):
+        lines = [f"def {name}({args}):"]
+        for code, free in steps[start : start + _PIECE]:
+            lines += ["    " + line for line in code]
+            lines += [f"    buf[{k}] = None" for k in free]
+        sources.append("\n".join([*lines, "    return None"]))
+        exec(sources[-1], namespace)  # our own lines, from bound names only
+        pieces.append(namespace[name])
+    if len(pieces) == 1:
+        return pieces[0], sources[0]
+
+    def run(*arrays: Any) -> None:
+        for piece in pieces:
+            piece(*arrays)
+
+    return run, "\n".join(sources)
+
+
+# -- forward steps --------------------------------------------------------------
+
+
+def _plain(func: FunctionNode) -> bool:
+    """Whether ``func`` may get a step of its own: one of agnograd's classes, on a
+    library that keeps no write counts (whose nodes record no versions)."""
+    return (
+        not func._local_hooks
+        and not func._defined_outside
+        and func.xp in _versions.uncounted
+        and all(n.shape is not None for n in func.inputs or ())
+    )
+
+
+def _forward_code(
+    func: FunctionNode,
+    slot_of: dict[VariableNode, int],
+    bind: Callable[[Any], str],
+    saves: bool,
+    saves_in_node: bool,
+) -> tuple[list[str], bool]:
+    """The lines of ``func``'s forward, and whether they are its own (its backward is
+    then the plan's too; otherwise the node runs ``forward``).
+
+    ``saves``: whether the function keeps what its backward reads; a node that runs
+    its own ``forward`` keeps it in itself, the plan's own lines in the plan's slots,
+    and also in the node with ``saves_in_node`` (so that the engine can run the
+    backward after the plan's forward, as it can after ``forward_all``).
+    """
+    ins = [slot_of[n] for n in func.inputs or ()]
+    refs = [r() for r in func.outputs or ()]
+    outs = [None if r is None else slot_of[r] for r in refs]
+    cls = type(func)
+    xp = func.xp
+    line = None
+    if _plain(func) and len(outs) == 1 and outs[0] is not None:
+        o = outs[0]
+        out_node: Any = refs[0]
+        same = all(
+            n.shape == out_node.shape and n.dtype == out_node.dtype for n in func.inputs or ()
+        )
+        if _own_unary(func) and same:
+            if func.compute is None:  # type: ignore[attr-defined]
+                line = f"buf[{o}] = {bind(getattr(xp, func.fn))}(buf[{ins[0]}])"  # type: ignore[attr-defined]
+            else:
+                compute = bind(func.compute)  # type: ignore[attr-defined]
+                line = f"buf[{o}] = {compute}({bind(xp)}, buf[{ins[0]}])"
+        elif cls in _WITH_SCALAR and same:
+            value = bind(func.value)  # type: ignore[attr-defined]
+            line = f"buf[{o}] = " + _WITH_SCALAR[cls][0].format(x=f"buf[{ins[0]}]", c=value)
+        elif cls in _BINARY and len(ins) == 2 and (cls is not Mul or _real(func)):
+            line = f"buf[{o}] = buf[{ins[0]}] {_BINARY[cls]} buf[{ins[1]}]"
+    if line is None:
+        return [f"{bind(_generic_forward(func, ins, outs, saves))}(buf)"], False
+    if not (saves and saves_in_node and (func._retain_in or func._retain_out)):
+        return [line], True
+    name = bind(func)
+    # No version to check: the plan runs only while no array was written in place.
+    lines = [line, f"{name}._saved_versions = None"]
+    for attr, retained, slots in (
+        ("_saved_inputs", func._retain_in, ins),
+        ("_saved_outputs", func._retain_out, outs),
+    ):
+        if retained:
+            lines.append(f"{name}.{attr} = ({''.join(f'buf[{slots[i]}], ' for i in retained)})")
+    return lines, True
+
+
+def _real(func: FunctionNode) -> bool:
+    """Whether no input of ``func`` is complex."""
+    xp = func.xp
+    return not any(xp.isdtype(n.dtype, "complex floating") for n in func.inputs or ())
+
+
+def _own_unary(func: FunctionNode) -> bool:
+    cls = type(func)
+    return (
+        isinstance(func, Unary) and cls.forward is Unary.forward and cls.backward is Unary.backward
+    )
+
+
+def _generic_forward(
+    func: FunctionNode, ins: list[int], outs: list[int | None], saves: bool
+) -> Step:
+    """What ``forward_all`` does for one node, with its slots and namespace bound
+    (``saves``: whether it keeps what its backward reads)."""
+    forward = func.forward
+    xp = func.xp
+    written = _versions.versions
+
+    def step(buf: list[Any]) -> None:
+        arrays = tuple([buf[k] for k in ins])
+        results = forward(arrays)
+        for k, y in zip(outs, results, strict=True):
+            if k is not None:
+                buf[k] = y
+        if not saves:
+            func._saved_inputs = func._saved_outputs = func._saved_versions = None
+            return
+        retain_in, retain_out = func._retain_in, func._retain_out
+        saved_in = tuple([arrays[i] for i in retain_in])
+        saved_out = tuple([results[i] for i in retain_out])
+        func._saved_inputs, func._saved_outputs = saved_in, saved_out
+        if (retain_in or retain_out) and (written or xp not in _versions.uncounted):
+            sample = (arrays or results)[0]
+            func._saved_versions = _versions.record(xp, saved_in, saved_out, sample)
+        elif func._saved_versions is not None:
+            func._saved_versions = None
+
+    return step
+
+
+# class -> (its forward, its gradient): the nodes of an array and a Python scalar
+# ``c``, whose gradient is ``value.conjugate()`` (bound as ``c`` in the backward).
+_WITH_SCALAR: dict[type, tuple[str, str]] = {
+    MulConstant: ("{x} * {c}", "gy * {c}"),
+    AddConstant: ("{x} + {c}", "gy"),
+    DivConstant: ("{x} / {c}", "gy / {c}"),
+    SubFromConstant: ("{c} - {x}", "-gy"),
+}
+_BINARY: dict[type, str] = {Add: "+", Sub: "-", Mul: "*"}
+
+
+# -- backward steps -------------------------------------------------------------
+
+
+def _fix(func: FunctionNode, i: int, out: VariableNode) -> Callable[[Any], Any] | None:
+    """The engine's sum-to-shape and dtype cast for the gradient of input ``i`` of an
+    elementwise ``func`` (whose gradients have its output's shape and dtype), bound
+    where the shapes and dtypes say they are needed; None where they are not."""
+    x = (func.inputs or ())[i]
+    shape, dtype = x.shape, x.dtype
+    reduce = shape != out.shape
+    cast = dtype != out.dtype
+    if not (reduce or cast):
+        return None
+
+    def fix(gx: Any) -> Any:
+        if reduce:
+            gx = _sum_to(gx, shape, func, i)  # type: ignore[arg-type]
+        if cast:
+            gx = _cast(gx, dtype)
+        return gx
+
+    return fix
+
+
+def _backward_code(
+    func: FunctionNode,
+    indexes: tuple[int, ...],
+    slot_of: dict[VariableNode, int],
+    own: bool,
+    bind: Callable[[Any], str],
+    state: dict[int, str],
+    frees: bool,
+) -> tuple[list[str], list[int]]:
+    """The lines of ``func``'s backward and the value slots they read (``frees``: a
+    node that runs its own backward drops what it kept afterwards).
+
+    ``state`` says of each gradient slot what the steps before leave in it: nothing
+    (absent), an array (``"set"``) or either (``"maybe"``, after a node's own
+    backward, which may return None); the lines test for None only in the last case.
+    """
+    in_nodes = func.inputs or ()
+    ins = [slot_of[n] for n in in_nodes]
+    refs = [r() for r in func.outputs or ()]
+    outs = [None if r is None else slot_of[r] for r in refs]
+    if not own:
+        for i in indexes:
+            state.setdefault(ins[i], "maybe")
+        return [f"{bind(_generic_backward(func, indexes, ins, outs, frees))}(buf, g)"], []
+    o: Any = outs[0]
+    known = state.get(o)
+    if known is None:
+        return [], []  # no gradient reaches it
+    out_node: Any = refs[0]
+    cls = type(func)
+    body: list[str] = []
+    uses: list[int] = []
+    if isinstance(func, Unary):
+        x = f"buf[{ins[0]}]" if func._retain_in else "None"
+        y = f"buf[{o}]" if func._retain_out else "None"
+        uses = [k for k, kept in ((ins[0], func._retain_in), (o, func._retain_out)) if kept]
+        traced = trace_rule(func.rule, func.xp, x, y, out_node.dtype, bind)
+        body += traced or [f"gx = {bind(func.rule)}({bind(func.xp)}, {x}, {y}, gy)"]
+        body += _accumulate(ins[0], state)
+    elif cls in _WITH_SCALAR:
+        value = bind(func.value.conjugate())  # type: ignore[attr-defined]
+        body.append("gx = " + _WITH_SCALAR[cls][1].format(c=value))
+        body += _accumulate(ins[0], state)
+    else:
+        a, b = ins
+        if cls is Mul:
+            uses = [a, b]
+        for i in indexes:
+            if cls is Mul:
+                body.append(f"gx = gy * buf[{b if i == 0 else a}]")
+            else:
+                body.append("gx = -gy" if cls is Sub and i == 1 else "gx = gy")
+            fix = _fix(func, i, out_node)
+            if fix is not None:
+                body.append(f"gx = {bind(fix)}(gx)")
+            body += _accumulate(ins[i], state)
+    if known == "set":
+        return [f"gy = g[{o}]", f"g[{o}] = None", *body], uses
+    lines = [f"gy = g[{o}]", "if gy is not None:", f"    g[{o}] = None"]
+    return lines + ["    " + line for line in body], uses
+
+
+def _accumulate(k: int, state: dict[int, str]) -> list[str]:
+    """Add ``gx`` to the gradient in slot ``k`` (the first one is taken as it is)."""
+    known = state.get(k)
+    state[k] = "set"
+    if known is None:
+        return [f"g[{k}] = gx"]
+    if known == "set":
+        return [f"g[{k}] = g[{k}] + gx"]
+    return [f"prev = g[{k}]", f"g[{k}] = gx if prev is None else prev + gx"]
+
+
+def _generic_backward(
+    func: FunctionNode,
+    indexes: tuple[int, ...],
+    ins: list[int],
+    outs: list[int | None],
+    frees: bool,
+) -> Step:
+    """What the engine does for one node, with its slots, targets and the checks
+    that the compile could not settle bound (and, with ``frees``, what the engine's
+    ``clear_buffer`` does for the node afterwards)."""
+    in_nodes = func.inputs or ()
+    backward = func.backward
+    targets: list[Any] = [(i, ins[i], in_nodes[i].shape, in_nodes[i].dtype) for i in indexes]
+    calls_hooks = bool(func._local_hooks) or func.backward_receives_variables
+    outside = func._defined_outside
+
+    def step(buf: list[Any], g: list[Any]) -> None:
+        gys = tuple([None if k is None else g[k] for k in outs])
+        if all(gy is None for gy in gys):
+            return
+        for k in outs:
+            if k is not None:
+                g[k] = None
+        if calls_hooks:
+            gxs = _call_backward(func, in_nodes, indexes, gys)
+        elif outside and _refuses(func.xp, gys):
+            gxs = _call_backward(func, in_nodes, indexes, gys, False, True)
+        else:
+            gxs = backward(indexes, gys)
+        if frees:
+            func._saved_inputs = func._saved_outputs = None
+        if gxs.__class__ is not tuple:
+            gxs = _gradient_tuple(func, gxs)
+        if len(gxs) != len(indexes):
+            gxs = _of_targets(func, gxs, indexes, len(in_nodes))
+        for (i, k, shape, dtype), gx in zip(targets, gxs, strict=True):
+            if gx is None:
+                continue
+            if gx.__class__ is Variable:
+                gx = gx._data
+            if gx.shape != shape:
+                gx = _sum_to(gx, shape, func, i)
+            if gx.dtype is not dtype and gx.dtype != dtype:
+                gx = _cast(gx, dtype)
+            prev = g[k]
+            g[k] = gx if prev is None else prev + gx
+
+    return step
+
+
+def run_backward(code: Step, runs_rules: bool, buf: list[Any], g: list[Any]) -> None:
+    """Run a plan's generated backward ``code`` over ``buf`` and ``g``, without the
+    warnings of infinite derivatives, as the engine does; where nodes run their own
+    backward (``runs_rules``), which may call agnograd's functions, in the engine's
+    configuration too (which costs as much as a tenth of the chain's backward, so
+    the plan's own steps, which call none, run without it)."""
+    if runs_rules:
+        with (
+            using_config("auto_forward", True),
+            using_config("enable_backprop", False),
+            _quiet(),
+        ):
+            code(buf, g)
+    else:
+        with _quiet():
+            code(buf, g)
+
+
+def accumulate_into_leaves(grads: list[tuple[VariableNode, Any]], seen: set[int]) -> None:
+    """Add each gradient to its leaf's ``grad``: the engine's accumulation, less the
+    checks of the gradients' library, shape and dtype, which a plan proved. ``seen``
+    holds the ids of arrays handed out already (the seeds): an array that reaches
+    two leaves (``a + b``) is copied, so that each leaf has its own."""
+    for node, gx in grads:
+        if gx is None:
+            continue
+        var = node._variable()
+        if var is None:
+            continue
+        if id(gx) in seen:
+            gx = raw_namespace(gx).asarray(gx, copy=True)
+        seen.add(id(gx))
+        with _leaf_lock:
+            prev = var._grad_var
+            var._grad_var = Variable._new(writable(gx) if prev is None else prev._data + gx, False)

@@ -1,0 +1,6 @@
+"""Functions of functions: gradients, products with Jacobians and Hessians.
+
+``_transforms`` runs a user's function on fresh leaves and checks what it returns;
+``_functional`` builds :mod:`agnograd.functional` on it. The modules are private:
+the public names are in :mod:`agnograd.functional`.
+"""

@@ -1,0 +1,661 @@
+"""The code behind :mod:`agnograd.functional` (its documentation is there)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agnograd.backends._backend import raw_namespace
+from agnograd.core._config import eager_recording
+from agnograd.core._variable import Variable
+from agnograd.functions._namespace import namespace_of
+from agnograd.transforms._transforms import (
+    _STRATEGIES,
+    Arrays,
+    _as_tuple,
+    _check_value,
+    _default_v,
+    _derivative,
+    _fill_in_zeros,
+    _finish,
+    _grads,
+    _hessian_v,
+    _is_complex,
+    _jacobian_by_columns,
+    _jacobian_by_rows,
+    _leaf,
+    _outputs,
+    _prepare,
+    _seed_variable,
+    _single_output,
+    _transpose,
+    _transposed_product,
+    _tree_arrays,
+    _tree_leaves,
+    _tree_unflatten,
+    _unpack,
+    _validate_v,
+    _zeros_like,
+)
+
+# --- torch.autograd.functional ------------------------------------------------------
+
+
+def vjp(
+    func: Callable[..., Any],
+    inputs: Arrays,
+    v: Arrays | None = None,
+    create_graph: bool = False,
+    strict: bool = False,
+) -> tuple[Any, Any]:
+    """Vector-Jacobian product ``v^T J`` of ``func`` at ``inputs``, and its outputs.
+
+    Parameters
+    ----------
+    func : callable
+        A Python function of Variables returning a Variable or a tuple of them.
+    inputs : array, Variable or tuple of them
+        The point; arrays of any array API library.
+    v : array, Variable or tuple of them, optional
+        One entry per output, of its shape. May be omitted only when ``func``
+        returns a single one-element output (then it is one).
+    create_graph : bool
+        Return Variables whose graph reaches ``inputs`` (those that are Variables
+        requiring a gradient) and ``v``, for higher-order derivatives.
+    strict : bool
+        Raise if an output does not depend on the inputs, or an input is not used.
+        Otherwise the product for an unused input is zeros.
+
+    Returns
+    -------
+    outputs : array or tuple of arrays
+        ``func(*inputs)``.
+    vjp : array or tuple of arrays
+        ``v^T J``, shaped like ``inputs``. Variables with ``create_graph=True``.
+
+    Notes
+    -----
+    Cost: one forward and one backward pass.
+
+    The product is what ``backward()`` leaves in the inputs' ``.grad`` when seeded
+    with ``v``, as in torch: the gradient of the real number
+    ``L = Re(sum(conj(v) * func(inputs)))``, ``dL/dRe z + i dL/dIm z`` for a complex
+    input ``z``. For real arrays that is ``v^T J``; for a holomorphic ``func``, with
+    ``J = df/dz`` as :func:`jacobian` gives it, ``conj(J)^T v`` (so the rows of the
+    Jacobian are ``conj(vjp(func, z, e_k))``); for any ``func`` of complex ``z``,
+    ``conj(df/dz)^T v + (df/dconj(z))^T conj(v)``; for a real input, the real part
+    of what a complex one would get. A real output ignores the imaginary part of
+    ``v``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from agnograd.functional import vjp
+    >>> def f(x):
+    ...     xp = x.__array_namespace__()
+    ...     return xp.sum(x * x, axis=1)
+    >>> vjp(f, np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([1.0, 10.0]))
+    (array([ 5., 25.]), array([[ 2.,  4.],
+           [60., 80.]]))
+
+    For the holomorphic ``z ** 2``, ``conj(2 z) v``:
+
+    >>> vjp(lambda z: z**2, np.array([1j]), np.array([1.0 + 0j]))[1]
+    array([0.-2.j])
+    """
+    is_inputs_tuple, inputs = _as_tuple(inputs, "vjp", "inputs")
+    with eager_recording():
+        xs = _prepare(inputs, is_inputs_tuple, "vjp", create_graph)
+        is_outputs_tuple, outputs = _outputs(func(*xs), "vjp", strict)
+    if v is None:
+        vs = _default_v(outputs, "vjp", "output")
+    else:
+        vs = _validate_v(v, outputs, is_outputs_tuple, "vjp", "outputs", create_graph)
+    gxs = _grads(outputs, xs, vs, create_graph)
+    result = _fill_in_zeros(
+        gxs, xs, strict, create_graph, "vjp", "the outputs do not depend on input {i}"
+    )
+    return (
+        _unpack(_finish(outputs, create_graph), is_outputs_tuple),
+        _unpack(result, is_inputs_tuple),
+    )
+
+
+def jvp(
+    func: Callable[..., Any],
+    inputs: Arrays,
+    v: Arrays | None = None,
+    create_graph: bool = False,
+    strict: bool = False,
+) -> tuple[Any, Any]:
+    """Jacobian-vector product ``J v`` of ``func`` at ``inputs``, and its outputs.
+
+    Parameters
+    ----------
+    func : callable
+        A Python function of Variables returning a Variable or a tuple of them.
+    inputs : array, Variable or tuple of them
+        The point; arrays of any array API library.
+    v : array, Variable or tuple of them, optional
+        One entry per input, of its shape. May be omitted only for a single
+        one-element input (then it is one).
+    create_graph : bool
+        Return Variables whose graph reaches ``inputs`` and ``v``.
+    strict : bool
+        Raise if an output does not depend on the inputs. Otherwise the product
+        for such an output is zeros.
+
+    Returns
+    -------
+    outputs : array or tuple of arrays
+        ``func(*inputs)``.
+    jvp : array or tuple of arrays
+        ``J v``, shaped like the outputs: the derivative of ``func`` along ``v``,
+        ``d/dt func(inputs + t v)`` at ``t = 0`` (``t`` real).
+
+    Notes
+    -----
+    For complex inputs the product is ``df/dz v + df/dconj(z) conj(v)``, exact for
+    any ``func``: ``J v`` for a holomorphic one (``J = df/dz``, as :func:`jacobian`
+    gives it), and ``Re(sum(conj(grad) * v))`` for a real output, ``grad`` being the
+    gradient that :func:`jacobian` and ``backward()`` give.
+
+    Cost: one forward and two backward passes, as in torch. agnograd has no
+    forward mode; the double-backward trick computes ``g(u) = J^T u`` with its graph
+    recorded (the first pass, at the cost of double backprop), then differentiates
+    ``g`` with respect to ``u`` along ``v`` (the second). Every operation ``func``
+    uses must therefore be twice differentiable in agnograd.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from agnograd.functional import jvp
+    >>> def f(x):
+    ...     xp = x.__array_namespace__()
+    ...     return xp.sum(x * x, axis=1)
+    >>> jvp(f, np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([[1.0, 0.0], [0.0, 1.0]]))
+    (array([ 5., 25.]), array([2., 8.]))
+    """
+    is_inputs_tuple, inputs = _as_tuple(inputs, "jvp", "inputs")
+    with eager_recording():
+        xs = _prepare(inputs, is_inputs_tuple, "jvp", create_graph)
+        if v is None:
+            vs = _default_v(xs, "jvp", "input")
+        else:
+            vs = _validate_v(v, xs, is_inputs_tuple, "jvp", "inputs", create_graph)
+        is_outputs_tuple, outputs = _outputs(func(*xs), "jvp", strict)
+        us, gxs = _transpose(outputs, xs, strict, "jvp")
+    gys = _grads(gxs, us, vs, create_graph)
+    result = _fill_in_zeros(
+        gys, outputs, strict, create_graph, "jvp", "output {i} does not depend on the inputs"
+    )
+    return (
+        _unpack(_finish(outputs, create_graph), is_outputs_tuple),
+        _unpack(result, is_outputs_tuple),
+    )
+
+
+def jacobian(
+    func: Callable[..., Any],
+    inputs: Arrays,
+    create_graph: bool = False,
+    strict: bool = False,
+    vectorize: bool = False,
+    strategy: str = "reverse-mode",
+) -> Any:
+    """The Jacobian of ``func`` at ``inputs``.
+
+    Parameters
+    ----------
+    func : callable
+        A Python function of Variables returning a Variable or a tuple of them.
+    inputs : array, Variable or tuple of them
+        The point; arrays of any array API library.
+    create_graph : bool
+        Return Variables whose graph reaches ``inputs``, so that Jacobians nest:
+        ``jacobian(lambda x: jacobian(f, x, create_graph=True), x)`` is the Hessian.
+    strict : bool
+        Raise if an output does not depend on an input. Otherwise that block is
+        zeros.
+    vectorize : bool
+        Accepted for torch's signature; agnograd has no batched backward (torch's
+        vmap), so the result and the cost are those of ``vectorize=False``.
+    strategy : {"reverse-mode", "forward-mode"}
+        Build the Jacobian by rows (one backward pass per output element) or by
+        columns (one per input element, through the double-backward trick).
+
+    Returns
+    -------
+    array or tuple
+        For one input and one output, an array of shape
+        ``output.shape + input.shape``; a tuple over the inputs or the outputs if
+        one of them is a tuple; a tuple (outputs) of tuples (inputs) if both are,
+        ``result[i][j]`` being the Jacobian of output ``i`` with respect to input
+        ``j``. Variables with ``create_graph=True``.
+
+    Notes
+    -----
+    Entry ``(k, l)`` of a block is the derivative of element ``k`` of the output
+    with respect to element ``l`` of the input. With complex numbers, by either
+    strategy:
+
+    - a complex output of a complex input: ``df/dz``, the complex derivative, the
+      function being taken to be holomorphic, as JAX's ``jacrev`` and ``jacfwd``
+      with ``holomorphic=True`` (and unlike torch, which refuses complex outputs).
+      Of a function that is not holomorphic (``conj``, ``z * conj(z)``) the result
+      is no derivative: ``df/dz + df/dconj(z)`` in forward mode (the derivative
+      along the real axis) and ``df/dz + conj(df/dconj(z))`` in reverse mode,
+      exactly what JAX's give; use :func:`jvp` or :func:`vjp`, exact for any
+      function, or return ``xp.real(f)`` and ``xp.imag(f)`` as two real outputs;
+    - a complex output of a real input: ``df/dx``;
+    - a real output of a complex input: the gradient ``backward()`` gives,
+      ``df/dRe z + i df/dIm z`` (as torch's ``jacobian``; the conjugate of JAX's).
+
+    Cost, with one forward pass of ``func`` in either strategy:
+
+    - ``"reverse-mode"``: one backward pass per element of each output that
+      depends on the inputs (none for an output that does not), two for a complex
+      output that reaches a real input;
+    - ``"forward-mode"``: one pass recorded with double backprop, then one pass per
+      element of each input, two for a complex input that reaches a real output.
+      It pays off when the inputs have fewer elements than the outputs. Unlike
+      torch, it needs no ``vectorize=True`` and works with ``strict`` and
+      ``create_graph``; its blocks have the outputs' dtype, as torch's (complex
+      where the input is).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from agnograd.functional import jacobian
+    >>> def f(x):
+    ...     return x ** 2
+    >>> jacobian(f, np.array([1.0, 2.0]))
+    array([[2., 0.],
+           [0., 4.]])
+    >>> jacobian(lambda x, y: (x * y, x + y), (np.array(2.0), np.array(3.0)))
+    ((array(3.), array(2.)), (array(1.), array(1.)))
+
+    The complex derivative ``2 z`` of ``z ** 2``, by either strategy:
+
+    >>> z = np.array([1.0 + 2.0j])
+    >>> jacobian(f, z), jacobian(f, z, strategy="forward-mode")
+    (array([[2.+4.j]]), array([[2.+4.j]]))
+    """
+    if strategy not in _STRATEGIES:
+        raise ValueError(
+            f"jacobian: strategy must be 'reverse-mode' or 'forward-mode', got {strategy!r}; "
+            "prefer 'forward-mode' when func has more output than input elements"
+        )
+    is_inputs_tuple, inputs = _as_tuple(inputs, "jacobian", "inputs")
+    with eager_recording():
+        xs = _prepare(inputs, is_inputs_tuple, "jacobian", create_graph)
+        is_outputs_tuple, outputs = _outputs(func(*xs), "jacobian", strict)
+        if strategy == "reverse-mode":
+            blocks = _jacobian_by_rows(outputs, xs, create_graph, strict)
+        else:
+            blocks = _jacobian_by_columns(outputs, xs, create_graph, strict)
+    return _unpack(blocks, (is_outputs_tuple, is_inputs_tuple))
+
+
+def hessian(
+    func: Callable[..., Any],
+    inputs: Arrays,
+    create_graph: bool = False,
+    strict: bool = False,
+    vectorize: bool = False,
+    outer_jacobian_strategy: str = "reverse-mode",
+) -> Any:
+    """The Hessian of a function ``func`` with one one-element output, at ``inputs``.
+
+    Parameters
+    ----------
+    func : callable
+        A Python function of Variables returning one Variable with one element.
+    inputs : array, Variable or tuple of them
+        The point; arrays of any array API library.
+    create_graph : bool
+        Return Variables whose graph reaches ``inputs``.
+    strict : bool
+        Raise if the output, or its gradient, does not depend on an input.
+        Otherwise those blocks are zeros.
+    vectorize : bool
+        Accepted for torch's signature; no effect (see :func:`jacobian`).
+    outer_jacobian_strategy : {"reverse-mode", "forward-mode"}
+        How the Jacobian of the gradient is built (see :func:`jacobian`).
+
+    Returns
+    -------
+    array or tuple of tuples of arrays
+        For one input, an array of shape ``input.shape + input.shape``; for a
+        tuple, ``result[i][j]`` is the block of inputs ``i`` and ``j``.
+
+    Raises
+    ------
+    TypeError
+        If the output is real and an input complex: the second derivatives of a
+        real function of complex ``z`` form the real Hessian in ``Re z`` and
+        ``Im z``, no complex matrix. :func:`hvp` and :func:`vhp` apply it to a
+        vector.
+
+    Notes
+    -----
+    The Jacobian of the gradient, as in torch, both in :func:`jacobian`'s
+    convention: for a complex output, holomorphic in its complex inputs, the
+    matrix of second complex derivatives ``d2f/dz_i dz_j`` (as JAX's ``hessian``
+    with ``holomorphic=True``). Cost: one forward pass, one backward pass recorded
+    with double backprop (the gradient), then one backward pass per input element,
+    each doubled for a complex output of real inputs (see :func:`jacobian`);
+    ``"forward-mode"`` adds a second recorded pass and gains nothing, since the
+    Hessian is square.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from agnograd.functional import hessian
+    >>> def f(x):
+    ...     xp = x.__array_namespace__()
+    ...     return xp.sum(x ** 3)
+    >>> hessian(f, np.array([1.0, 2.0]))
+    array([[ 6.,  0.],
+           [ 0., 12.]])
+    """
+    is_inputs_tuple, inputs = _as_tuple(inputs, "hessian", "inputs")
+    if outer_jacobian_strategy not in _STRATEGIES:
+        raise ValueError(
+            "hessian: outer_jacobian_strategy must be 'reverse-mode' or 'forward-mode', "
+            f"got {outer_jacobian_strategy!r}"
+        )
+
+    def scalar(*xs: Variable) -> Variable:
+        out = _single_output(func(*xs), "hessian", strict)
+        if not _is_complex(out):
+            for i, x in enumerate(xs):
+                if _is_complex(x):
+                    where = f"inputs[{i}]" if is_inputs_tuple else "inputs"
+                    raise TypeError(
+                        f"hessian: func's output is real but {where} is complex; the second "
+                        "derivatives of a real function of complex inputs are no complex "
+                        "matrix (they form the real Hessian in Re z and Im z): use hvp or "
+                        "vhp, which apply that Hessian to v, or pass the real and imaginary "
+                        "parts as real inputs"
+                    )
+        reshaped: Variable = namespace_of(out).reshape(out, ())
+        return reshaped
+
+    def gradient(*xs: Variable) -> tuple[Any, ...]:
+        jac = jacobian(scalar, xs, create_graph=True)
+        for i, g in enumerate(jac):
+            if strict and not g.requires_grad:
+                raise RuntimeError(
+                    f"hessian: the gradient with respect to input {i} does not depend on "
+                    "the inputs (func is linear in it); strict=True forbids this (pass "
+                    "strict=False to get zeros)"
+                )
+        return tuple(jac)
+
+    res = jacobian(
+        gradient,
+        inputs,
+        create_graph=create_graph,
+        strict=strict,
+        vectorize=vectorize,
+        strategy=outer_jacobian_strategy,
+    )
+    return _unpack(res, (is_inputs_tuple, is_inputs_tuple))
+
+
+def vhp(
+    func: Callable[..., Any],
+    inputs: Arrays,
+    v: Arrays | None = None,
+    create_graph: bool = False,
+    strict: bool = False,
+) -> tuple[Any, Any]:
+    """Vector-Hessian product ``v^T H`` of a function with one one-element output.
+
+    Parameters
+    ----------
+    func : callable
+        A Python function of Variables returning one Variable with one element.
+    inputs : array, Variable or tuple of them
+        The point; arrays of any array API library.
+    v : array, Variable or tuple of them, optional
+        One entry per input, of its shape; may be omitted for one one-element input.
+    create_graph : bool
+        Return Variables whose graph reaches ``inputs`` and ``v``.
+    strict : bool
+        Raise if the output or its gradient does not depend on an input.
+
+    Returns
+    -------
+    output : array
+        ``func(*inputs)``.
+    vhp : array or tuple of arrays
+        ``v^T H``, shaped like ``inputs``.
+
+    Notes
+    -----
+    Cost: one forward pass and two backward passes, the first recorded with
+    double backprop (each doubled for a complex output of real inputs). For a twice
+    continuously differentiable ``func`` the Hessian is symmetric and this equals
+    :func:`hvp`, which costs one pass more.
+
+    ``H`` is :func:`hessian`'s. For a real output of complex inputs, which
+    :func:`hessian` refuses, the product is the transposed Jacobian of the gradient
+    ``backward()`` gives, applied to ``v`` as :func:`vjp` applies ``J``: the real
+    Hessian in ``Re z`` and ``Im z`` applied to ``(Re v, Im v)``, given back as
+    ``Re + i Im``, which equals :func:`hvp`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from agnograd.functional import vhp
+    >>> def f(x):
+    ...     xp = x.__array_namespace__()
+    ...     return xp.sum(x ** 3)
+    >>> vhp(f, np.array([1.0, 2.0]), np.array([1.0, 1.0]))
+    (array(9.), array([ 6., 12.]))
+    """
+    is_inputs_tuple, inputs = _as_tuple(inputs, "vhp", "inputs")
+    with eager_recording():
+        xs = _prepare(inputs, is_inputs_tuple, "vhp", create_graph)
+        vs = _hessian_v(v, xs, is_inputs_tuple, "vhp", create_graph)
+        out = _single_output(func(*xs), "vhp", strict)
+        jac = _derivative(out, xs, strict, "vhp")
+    if _is_complex(out):
+        gxs = _transposed_product(jac, xs, vs, create_graph)
+    else:
+        gxs = _grads(jac, xs, vs, create_graph)
+    like = [x if g is None else g for g, x in zip(jac, xs, strict=True)]
+    result = _fill_in_zeros(
+        gxs, like, strict, create_graph, "vhp", "the gradient does not depend on input {i}"
+    )
+    return _finish((out,), create_graph)[0], _unpack(result, is_inputs_tuple)
+
+
+def hvp(
+    func: Callable[..., Any],
+    inputs: Arrays,
+    v: Arrays | None = None,
+    create_graph: bool = False,
+    strict: bool = False,
+) -> tuple[Any, Any]:
+    """Hessian-vector product ``H v`` of a function with one one-element output.
+
+    Parameters
+    ----------
+    func : callable
+        A Python function of Variables returning one Variable with one element.
+    inputs : array, Variable or tuple of them
+        The point; arrays of any array API library.
+    v : array, Variable or tuple of them, optional
+        One entry per input, of its shape; may be omitted for one one-element input.
+    create_graph : bool
+        Return Variables whose graph reaches ``inputs`` and ``v``.
+    strict : bool
+        Raise if the output or its gradient does not depend on an input.
+
+    Returns
+    -------
+    output : array
+        ``func(*inputs)``.
+    hvp : array or tuple of arrays
+        ``H v``, shaped like ``inputs``: the derivative of the gradient along ``v``.
+
+    Notes
+    -----
+    Cost: one forward pass and three backward passes, the first two recorded with
+    double backprop: the gradient ``g``, then the double-backward trick on ``g``
+    (as torch); one more for a complex output of real inputs. Prefer :func:`vhp`
+    (two passes) when ``func`` is twice continuously differentiable: the Hessian is
+    then symmetric and both give the same result.
+
+    ``H`` is :func:`hessian`'s (:func:`jvp` of the gradient in :func:`jacobian`'s
+    convention). For a real output of complex inputs, which :func:`hessian`
+    refuses, the product is the derivative along ``v`` of the gradient
+    ``backward()`` gives: the real Hessian in ``Re z`` and ``Im z`` applied to
+    ``(Re v, Im v)``, given back as ``Re + i Im``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from agnograd.functional import hvp
+    >>> def f(x):
+    ...     return x[0] ** 2 * x[1]
+    >>> hvp(f, np.array([1.0, 2.0]), np.array([1.0, 0.0]))
+    (array(2.), array([4., 2.]))
+    """
+    is_inputs_tuple, inputs = _as_tuple(inputs, "hvp", "inputs")
+    with eager_recording():
+        xs = _prepare(inputs, is_inputs_tuple, "hvp", create_graph)
+        vs = _hessian_v(v, xs, is_inputs_tuple, "hvp", create_graph)
+        out = _single_output(func(*xs), "hvp", strict)
+        jac = _derivative(out, xs, strict, "hvp")
+        # seeds of the gradient's dtype: complex for a complex output of real inputs
+        us = tuple(_seed_variable(x if g is None else g) for g, x in zip(jac, xs, strict=True))
+        double_back = _grads(jac, xs, us, True)
+        if strict:
+            for i, d in enumerate(double_back):
+                if d is None:
+                    raise RuntimeError(
+                        f"hvp: the gradient does not depend on input {i}; strict=True "
+                        "forbids this (pass strict=False to get zeros)"
+                    )
+    gus = _grads(double_back, us, vs, create_graph)
+    result = _fill_in_zeros(
+        gus, us, strict, create_graph, "hvp", "the gradient with respect to input {i} is constant"
+    )
+    return _finish((out,), create_graph)[0], _unpack(result, is_inputs_tuple)
+
+
+# --- JAX ----------------------------------------------------------------------------
+
+
+def value_and_grad(
+    fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Callable[..., tuple[Any, Any]]:
+    """A function returning ``fun``'s value and its gradient, as JAX's ``value_and_grad``.
+
+    Parameters
+    ----------
+    fun : callable
+        A Python function of Variables returning a Variable of shape ``()`` with a
+        real floating dtype (or, with ``has_aux``, a pair ``(value, aux)``).
+    argnums : int or sequence of ints
+        Which positional arguments to differentiate with respect to (negative
+        counts from the end). Each may be an array, a Variable, or a tuple, list or
+        dict nesting them (a pytree); the other arguments are passed unchanged.
+    has_aux : bool
+        ``fun`` returns ``(value, aux)``; ``aux`` is returned as is, its Variables
+        as arrays.
+
+    Returns
+    -------
+    callable
+        Taking ``fun``'s arguments and returning ``(value, grad)``, or
+        ``((value, aux), grad)`` with ``has_aux``. ``grad`` has the structure of
+        the argument (a tuple over ``argnums`` when it is a sequence), with zeros
+        where the value does not depend on an array. When a differentiated
+        argument holds a Variable that requires a gradient, the results are
+        Variables connected to it, so ``value_and_grad`` nests (a gradient of a
+        gradient); otherwise they are arrays.
+
+    Notes
+    -----
+    Cost: one forward and one backward pass per call (recorded with double backprop
+    when nested).
+
+    The gradient of a complex argument ``z`` is the one ``backward()`` gives,
+    ``df/dRe z + i df/dIm z`` (PyTorch's convention): the conjugate of JAX's.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from agnograd.functional import value_and_grad
+    >>> def loss(w, x):
+    ...     xp = w.__array_namespace__()
+    ...     return xp.sum((x @ w) ** 2)
+    >>> x = np.array([[1.0, 2.0], [3.0, 4.0]])
+    >>> value_and_grad(loss)(np.array([1.0, -1.0]), x)
+    (array(2.), array([ -8., -12.]))
+    >>> def dot(p):
+    ...     return p["w"] @ p["b"]
+    >>> value_and_grad(dot)({"w": np.array([2.0, 3.0]), "b": np.array([5.0, 7.0])})
+    (array(31.), {'w': array([5., 7.]), 'b': array([2., 3.])})
+    """
+    if isinstance(argnums, int):
+        numbers: tuple[int, ...] = (argnums,)
+    elif isinstance(argnums, Sequence) and all(isinstance(a, int) for a in argnums):
+        numbers = tuple(argnums)
+    else:
+        raise TypeError(
+            f"value_and_grad: argnums must be an int or a sequence of ints, got {argnums!r}"
+        )
+
+    @functools.wraps(fun)
+    def value_and_grad_fun(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        if any(not -len(args) <= a < len(args) for a in numbers):
+            raise TypeError(
+                f"value_and_grad: differentiating with respect to argnums={argnums!r} needs "
+                f"at least {max(a + 1 if a >= 0 else -a for a in numbers)} positional "
+                f"arguments, but fun was called with {len(args)}"
+            )
+        # A position named twice (argnums=(0, 0)) is differentiated once, its
+        # gradient given twice, as JAX does.
+        requested = [a % len(args) for a in numbers]
+        positions = list(dict.fromkeys(requested))
+        leaves = [_tree_leaves(args[p], f"argument {p}") for p in positions]
+        nested = any(isinstance(x, Variable) and x.requires_grad for tree in leaves for x in tree)
+        new_args = list(args)
+        xs: list[Variable] = []
+        for p, tree in zip(positions, leaves, strict=True):
+            made = [_leaf(x, "value_and_grad", f"argument {p}", nested) for x in tree]
+            xs.extend(made)
+            new_args[p] = _tree_unflatten(args[p], iter(made))
+        with eager_recording():
+            result = fun(*new_args, **kwargs)
+        if has_aux:
+            if not (isinstance(result, tuple | list) and len(result) == 2):
+                raise TypeError(
+                    "value_and_grad: has_aux=True needs fun to return a pair (value, aux), "
+                    f"got {type(result).__name__}"
+                )
+            value, aux = result
+        else:
+            value = result
+        _check_value(value)
+        gxs = _grads([value], xs, [raw_namespace(value.array).ones_like(value.array)], nested)
+        grads = [
+            _zeros_like(x, nested) if g is None else (g if nested else g.array)
+            for g, x in zip(gxs, xs, strict=True)
+        ]
+        it = iter(grads)
+        by_position = {p: _tree_unflatten(args[p], it) for p in positions}
+        grad_trees = tuple(by_position[p] for p in requested)
+        out_value = value if nested else value.array
+        if has_aux:
+            out_value = (out_value, aux if nested else _tree_arrays(aux))
+        return out_value, (grad_trees[0] if isinstance(argnums, int) else grad_trees)
+
+    return value_and_grad_fun

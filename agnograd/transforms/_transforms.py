@@ -1,0 +1,560 @@
+"""The parts of agnograd.functional's transforms: their inputs checked and made
+leaves, the functions' outputs checked, the backward passes run, Jacobians built by
+rows or columns in one complex convention, and the results assembled as
+torch.autograd.functional nests them."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeAlias, cast
+
+import array_api_compat
+
+from agnograd.backends._backend import Array, backend_name, dtype_name, is_array, raw_namespace
+from agnograd.core._config import eager_recording
+from agnograd.core._engine import grad as _grad
+from agnograd.core._variable import Variable
+from agnograd.functions import identity
+from agnograd.functions._namespace import namespace_of
+
+#: One array or Variable, or a tuple of them (torch's "Tensor or tuple of Tensors").
+Arrays: TypeAlias = Array | Variable | tuple[Array | Variable, ...]
+
+_STRATEGIES = ("reverse-mode", "forward-mode")
+
+
+# --- inputs, outputs and results ---------------------------------------------------
+
+
+def _as_tuple(obj: Any, op: str, arg: str) -> tuple[bool, tuple[Any, ...]]:
+    """``(was it a tuple, the tuple)``, checking that every entry is an array or Variable."""
+    is_tuple = isinstance(obj, tuple)
+    items = obj if is_tuple else (obj,)
+    for i, item in enumerate(items):
+        if isinstance(item, Variable) or is_array(item):
+            continue
+        where = f"{arg}[{i}]" if is_tuple else arg
+        fix = "pass a tuple, not a list" if isinstance(item, list) else "convert it first"
+        raise TypeError(
+            f"{op}: {where} must be an array of an array API library or a Variable "
+            f"(or a tuple of them), got {type(item).__name__}; {fix}"
+        )
+    return is_tuple, tuple(items)
+
+
+def _leaf(x: Any, op: str, where: str, create_graph: bool) -> Variable:
+    """A new Variable to differentiate with respect to: a fresh leaf holding ``x``'s
+    data, or with ``create_graph`` a differentiable copy of a Variable that requires a
+    gradient, so that the results stay connected to it. Always a new object, so
+    that ``x`` captured by ``func`` from outside is not mistaken for the argument
+    (as torch does, pytorch/pytorch#32576)."""
+    if isinstance(x, Variable):
+        if x.array is None:
+            raise ValueError(f"{op}: {where} holds no data (an uninitialised Variable)")
+        if create_graph and x.requires_grad:
+            return cast(Variable, identity(x))  # one input gives one Variable
+        x = x.array
+    if getattr(x, "requires_grad", False) is True:
+        raise TypeError(
+            f"{op}: {where} requires a gradient in torch's own autograd, whose graph "
+            "agnograd cannot reach; pass tensor.detach()"
+        )
+    if not raw_namespace(x).isdtype(x.dtype, ("real floating", "complex floating")):
+        raise TypeError(
+            f"{op}: {where} has dtype {dtype_name(x.dtype)}; only floating-point or "
+            "complex inputs can be differentiated; cast it first, e.g. "
+            "xp.astype(x, xp.float64)"
+        )
+    return Variable(x, requires_grad=True)
+
+
+def _prepare(
+    inputs: tuple[Any, ...], is_tuple: bool, op: str, create_graph: bool
+) -> tuple[Variable, ...]:
+    return tuple(
+        _leaf(x, op, f"inputs[{i}]" if is_tuple else "inputs", create_graph)
+        for i, x in enumerate(inputs)
+    )
+
+
+def _outputs(result: Any, op: str, strict: bool) -> tuple[bool, tuple[Variable, ...]]:
+    """``func``'s outputs as a tuple of Variables; with ``strict``, each must depend on
+    the inputs."""
+    is_tuple = isinstance(result, tuple)
+    outputs = result if is_tuple else (result,)
+    for i, out in enumerate(outputs):
+        where = f"output {i} of func" if is_tuple else "the output of func"
+        if is_array(out):
+            raise TypeError(
+                f"{op}: {where} is a {type(out).__module__.split('.')[0]} array, not a "
+                "Variable: func computed outside agnograd's graph (e.g. numpy.sum on a "
+                "Variable); compute with x.__array_namespace__() or agnograd.functions"
+            )
+        if not isinstance(out, Variable):
+            raise TypeError(
+                f"{op}: {where} must be a Variable (or func must return a tuple of "
+                f"Variables), got {type(out).__name__}"
+            )
+        if strict and not out.requires_grad:
+            raise RuntimeError(
+                f"{op}: {where} does not depend on the inputs (it requires no gradient); "
+                "strict=True forbids this: compute it from the inputs, or pass strict=False "
+                "to get zeros"
+            )
+    return is_tuple, tuple(outputs)
+
+
+def _single_output(result: Any, op: str, strict: bool) -> Variable:
+    """The one Variable with one element that ``func`` of hessian/hvp/vhp returns."""
+    if isinstance(result, tuple):
+        raise RuntimeError(
+            f"{op}: func returned a tuple of {len(result)}; it must return a single "
+            "Variable with one element"
+        )
+    _, (out,) = _outputs(result, op, strict)
+    if _size(out) != 1:
+        raise RuntimeError(
+            f"{op}: func returned a Variable of shape {tuple(out.shape or ())}; it must "
+            "have a single element (reduce it, e.g. with xp.sum)"
+        )
+    return out
+
+
+def _validate_v(
+    v: Any, refs: tuple[Variable, ...], refs_tuple: bool, op: str, what: str, create_graph: bool
+) -> tuple[Any, ...]:
+    """``v`` as a tuple matching ``refs`` (func's inputs or outputs, named ``what``)
+    entry by entry in library and shape: arrays, or Variables that keep their graph
+    with ``create_graph``."""
+    _, vs = _as_tuple(v, op, "v")
+    if len(vs) != len(refs):
+        if refs_tuple:
+            raise RuntimeError(
+                f"{op}: v is a tuple of length {len(vs)} but there are {len(refs)} {what}; "
+                f"give one entry per entry of the {what}"
+            )
+        raise RuntimeError(f"{op}: v must be a single array, like the {what[:-1]}")
+    checked = []
+    for i, (vi, ref) in enumerate(zip(vs, refs, strict=True)):
+        where = f"v[{i}]" if refs_tuple else "v"
+        data = vi.array if isinstance(vi, Variable) else vi
+        lib, ref_lib = _library(data), _library(ref.array)
+        if lib != ref_lib:
+            raise TypeError(
+                f"{op}: {where} is a {lib} array but the {what} it pairs with is a "
+                f"{ref_lib} array; build v with the same library"
+            )
+        if tuple(data.shape) != tuple(ref.shape or ()):
+            raise RuntimeError(
+                f"{op}: {where} has shape {tuple(data.shape)} but the {what[:-1]} it pairs "
+                f"with has shape {tuple(ref.shape or ())}; give v that shape (no broadcasting)"
+            )
+        keep = isinstance(vi, Variable) and create_graph and vi.requires_grad
+        checked.append(vi if keep else data)
+    return tuple(checked)
+
+
+def _default_v(refs: tuple[Variable, ...], op: str, what: str) -> tuple[Any, ...]:
+    """Ones for ``v=None``, allowed only for a single one-element input/output."""
+    if len(refs) != 1 or _size(refs[0]) != 1:
+        raise RuntimeError(
+            f"{op}: v can be omitted only when func has a single {what} with a single "
+            f"element; pass v of the {what}'s shape"
+        )
+    data = refs[0].array
+    return (raw_namespace(data).ones_like(data),)
+
+
+def _library(data: Any) -> str:
+    return backend_name(raw_namespace(data))
+
+
+def _size(x: Variable) -> int:
+    return math.prod(x.shape or ())
+
+
+def _grads(
+    outputs: Sequence[Variable | None],
+    inputs: Sequence[Variable],
+    seeds: Sequence[Any],
+    double: bool,
+) -> list[Variable | None]:
+    """``agnograd.grad`` over the outputs that depend on something (torch's
+    ``_autograd_grad``); ``None`` for every input when none does."""
+    pairs = [
+        (y, s) for y, s in zip(outputs, seeds, strict=True) if y is not None and y.requires_grad
+    ]
+    if not pairs:
+        return [None] * len(inputs)
+    with eager_recording() if double else contextlib.nullcontext():
+        return _grad(
+            [y for y, _ in pairs],
+            list(inputs),
+            [s for _, s in pairs],
+            enable_double_backprop=double,
+        )
+
+
+def _zeros_like(ref: Variable, create_graph: bool) -> Any:
+    data = ref.array
+    zeros = raw_namespace(data).zeros_like(data)
+    return Variable(zeros, requires_grad=False) if create_graph else zeros
+
+
+def _fill_in_zeros(
+    grads: Sequence[Variable | None],
+    refs: Sequence[Variable],
+    strict: bool,
+    create_graph: bool,
+    op: str,
+    problem: str,
+) -> tuple[Any, ...]:
+    """Zeros for the gradients that never arrived; with ``strict``, an error saying
+    ``problem`` (formatted with the index) instead. The rest as arrays, or as
+    Variables with ``create_graph``."""
+    result = []
+    for i, (g, ref) in enumerate(zip(grads, refs, strict=True)):
+        if g is None:
+            if strict:
+                raise RuntimeError(
+                    f"{op}: {problem.format(i=i)}; strict=True forbids this (pass "
+                    "strict=False to get zeros)"
+                )
+            result.append(_zeros_like(ref, create_graph))
+            continue
+        if strict and create_graph and not g.requires_grad:
+            raise RuntimeError(
+                f"{op}: the result for entry {i} does not depend on the inputs, so it "
+                "cannot be differentiated further; strict=True with create_graph=True "
+                "forbids this"
+            )
+        result.append(g if create_graph else g.array)
+    return tuple(result)
+
+
+def _finish(values: Sequence[Variable], create_graph: bool) -> tuple[Any, ...]:
+    """Detach: arrays, unless ``create_graph`` asks for Variables."""
+    return tuple(values) if create_graph else tuple(x.array for x in values)
+
+
+def _unpack(res: Any, to_unpack: bool | tuple[bool, bool]) -> Any:
+    """Undo the tupling of single inputs/outputs, as torch's ``_tuple_postprocess``."""
+    if isinstance(to_unpack, tuple):
+        if not to_unpack[1]:
+            res = tuple(el[0] for el in res)
+        if not to_unpack[0]:
+            res = res[0]
+    elif not to_unpack:
+        res = res[0]
+    return res
+
+
+def _transpose(
+    outputs: tuple[Variable, ...], xs: tuple[Variable, ...], strict: bool, op: str
+) -> tuple[tuple[Variable, ...], list[Variable | None]]:
+    """The first half of the double-backward trick: seeds ``u`` (zeros, so nothing
+    overflows: the backward is linear in them) and ``J^T u`` with its graph."""
+    us = tuple(_seed_variable(y) for y in outputs)
+    gxs = _grads(outputs, xs, us, True)
+    if strict:
+        for i, g in enumerate(gxs):
+            if g is None:
+                raise RuntimeError(
+                    f"{op}: the outputs do not depend on input {i}; strict=True forbids "
+                    "this (pass strict=False to get zeros)"
+                )
+    return us, gxs
+
+
+def _seed_variable(y: Variable) -> Variable:
+    data = y.array
+    return Variable(raw_namespace(data).zeros_like(data), requires_grad=True)
+
+
+def _hessian_v(
+    v: Any, xs: tuple[Variable, ...], is_tuple: bool, op: str, create_graph: bool
+) -> tuple[Any, ...]:
+    if v is None:
+        return _default_v(xs, op, "input")
+    return _validate_v(v, xs, is_tuple, op, "inputs", create_graph)
+
+
+def _gradient(
+    out: Variable, xs: tuple[Variable, ...], strict: bool, op: str
+) -> list[Variable | None]:
+    """The gradient of the one-element ``out``, recorded for a second pass."""
+    jac = _grads([out], xs, [raw_namespace(out.array).ones_like(out.array)], True)
+    if strict:
+        for i, g in enumerate(jac):
+            if g is None or not g.requires_grad:
+                raise RuntimeError(
+                    f"{op}: the gradient with respect to input {i} does not depend on the "
+                    "inputs (func is linear in it, or ignores it); strict=True forbids this "
+                    "(pass strict=False to get zeros)"
+                )
+    return jac
+
+
+# --- Jacobians, and complex numbers ------------------------------------------------
+# The engine's backward is PyTorch's: seeded with u, it gives the gradient of the real
+# number Re(sum(conj(u) * f)) as d/dRe z + i d/dIm z, which is conj(J)^T u for a
+# holomorphic f, and keeps only the real part for a real input. The Jacobian holds J
+# itself (JAX's holomorphic=True), so the rows of complex outputs are converted here;
+# the double-backward trick gives the derivative along v, J v, as it is.
+
+
+def _is_complex(x: Any) -> bool:
+    data = x.array if isinstance(x, Variable) else x
+    return bool(raw_namespace(data).isdtype(data.dtype, "complex floating"))
+
+
+def _complex_dtype(x: Variable) -> Any:
+    """The complex dtype of ``x``'s precision (its own dtype if complex)."""
+    xp = raw_namespace(x.array)
+    return xp.result_type(x.dtype, xp.complex64)
+
+
+def _conj(a: Any) -> Any:
+    return namespace_of(a).conj(a)
+
+
+def _times_i(a: Any, dtype: Any) -> Any:
+    return namespace_of(a).astype(a, dtype) * 1j
+
+
+def _from_parts(re: Any, im: Any, dtype: Any) -> Any:
+    """``re + i im`` in ``dtype``: two passes into a real input, seeded with ``u`` and
+    ``i u``, give the real and imaginary parts of ``J^T u``."""
+    xp = namespace_of(re)
+    return xp.astype(re, dtype) + xp.astype(im, dtype) * 1j
+
+
+def _to_jacobian_convention(
+    gxs: Sequence[Variable | None], gis: Sequence[Variable | None], xs: Sequence[Variable]
+) -> list[Variable | None]:
+    """``J^T u`` from the backward passes of a complex output seeded with ``conj(u)``
+    (``gxs``) and ``i conj(u)`` (``gis``, read only for real inputs, ``None`` if no
+    real input was reached): the conjugate for a complex input, ``re + i im`` for a
+    real one."""
+    return [
+        None if g is None else _conj(g) if _is_complex(x) else _from_parts(g, gi, _complex_dtype(x))
+        for g, gi, x in zip(gxs, gis, xs, strict=True)
+    ]
+
+
+def _needs_imaginary_pass(grads: Sequence[Any], refs: Sequence[Variable]) -> bool:
+    """Whether a pass reached a real ``ref``, whose imaginary part then takes a second."""
+    return any(g is not None and not _is_complex(r) for g, r in zip(grads, refs, strict=True))
+
+
+def _one_hot(ref: Variable, k: int, idx: Any) -> Any:
+    """The ``k``-th standard basis vector in ``ref``'s shape, dtype and library."""
+    data = ref.array
+    xp = raw_namespace(data)
+    return xp.reshape(xp.astype(idx == k, data.dtype), tuple(data.shape))
+
+
+def _arange(ref: Variable) -> Any:
+    data = ref.array
+    return raw_namespace(data).arange(_size(ref), device=array_api_compat.device(data))
+
+
+def _jacobian_by_rows(
+    outputs: tuple[Variable, ...], xs: tuple[Variable, ...], create_graph: bool, strict: bool
+) -> tuple[tuple[Any, ...], ...]:
+    """Row ``k`` of block ``(i, j)`` from a backward pass seeded with the ``k``-th basis
+    vector ``e`` of output ``i``, converted for a complex output (and a second pass
+    seeded with ``i e`` for its real inputs)."""
+    blocks = []
+    for i, out in enumerate(outputs):
+        rows: list[list[Any]] = [[] for _ in xs]
+        if out.requires_grad and _size(out):
+            idx = _arange(out)
+            for k in range(_size(out)):
+                e = _one_hot(out, k, idx)
+                gxs = _grads([out], xs, [e], create_graph)
+                if _is_complex(out):
+                    gis: list[Variable | None] = [None] * len(xs)
+                    if _needs_imaginary_pass(gxs, xs):
+                        gis = _grads([out], xs, [e * 1j], create_graph)
+                    gxs = _to_jacobian_convention(gxs, gis, xs)
+                for j, g in enumerate(gxs):
+                    rows[j].append(_checked(g, i, j, strict, create_graph))
+        blocks.append(
+            tuple(
+                _assemble(rows_j, out, x, 0, create_graph)
+                for rows_j, x in zip(rows, xs, strict=True)
+            )
+        )
+    return tuple(blocks)
+
+
+def _jacobian_by_columns(
+    outputs: tuple[Variable, ...], xs: tuple[Variable, ...], create_graph: bool, strict: bool
+) -> tuple[tuple[Any, ...], ...]:
+    """Column ``k`` of block ``(i, j)`` by the double-backward trick along the ``k``-th
+    basis vector ``e`` of input ``j``: the derivative along ``e``. A real output of a
+    complex input takes a second pass along ``i e``, for backward's gradient
+    ``d/dRe z + i d/dIm z``."""
+    us, gxs = _transpose(outputs, xs, False, "jacobian")
+    columns: list[list[list[Any]]] = [[[] for _ in xs] for _ in outputs]  # [i][j][k]
+    for j, (x, g) in enumerate(zip(xs, gxs, strict=True)):
+        if g is None and strict and _size(x):
+            raise _independent(None, j)
+        if g is None or not _size(x):
+            continue
+        idx = _arange(x)
+        for k in range(_size(x)):
+            e = _one_hot(x, k, idx)
+            gus = _grads([g], us, [e], create_graph)
+            if _is_complex(x) and _needs_imaginary_pass(gus, outputs):
+                gis = _grads([g], us, [e * 1j], create_graph)
+                gus = [
+                    gu if gu is None or _is_complex(y) else _from_parts(gu, gi, _complex_dtype(y))
+                    for gu, gi, y in zip(gus, gis, outputs, strict=True)
+                ]
+            for i, gu in enumerate(gus):
+                columns[i][j].append(_checked(gu, i, j, strict, create_graph))
+    return tuple(
+        tuple(_assemble(columns[i][j], out, x, -1, create_graph) for j, x in enumerate(xs))
+        for i, out in enumerate(outputs)
+    )
+
+
+def _checked(g: Variable | None, i: int, j: int, strict: bool, create_graph: bool) -> Any:
+    """One row or column of block ``(i, j)``: ``None`` where no pass reached it."""
+    if g is None:
+        if strict:
+            raise _independent(i, j)
+        return None
+    if strict and create_graph and not g.requires_grad:
+        raise RuntimeError(
+            f"jacobian: the Jacobian of output {i} with respect to input {j} does not "
+            "depend on the inputs (func is linear there), so it cannot be differentiated "
+            "further; strict=True with create_graph=True forbids this"
+        )
+    return g if create_graph else g.array
+
+
+def _independent(i: int | None, j: int) -> RuntimeError:
+    """``strict``'s error: output ``i`` (None: no output) does not depend on input ``j``."""
+    what = f"no output of func depends on input {j}"
+    if i is not None:
+        what = f"output {i} of func does not depend on input {j}"
+    return RuntimeError(
+        f"jacobian: {what}; strict=True forbids this (pass strict=False to get zeros)"
+    )
+
+
+def _assemble(parts: list[Any], out: Variable, x: Variable, axis: int, create_graph: bool) -> Any:
+    """One Jacobian block of shape ``out.shape + x.shape`` from its rows (``axis=0``,
+    each shaped like ``x``) or columns (``axis=-1``, each shaped like ``out``); a
+    ``None`` part is zero. Where no pass reached the block, zeros, never stacked, of
+    the dtype the rows (the input's) or columns (the output's) have, complex where
+    the other one is."""
+    shape = tuple(out.shape or ()) + tuple(x.shape or ())
+    ref, other = (x, out) if axis == 0 else (out, x)
+    if all(p is None for p in parts):
+        dtype = _complex_dtype(ref) if _is_complex(other) else ref.dtype
+        data = ref.array
+        zeros = raw_namespace(data).zeros(shape, dtype=dtype, device=array_api_compat.device(data))
+        return Variable(zeros, requires_grad=False) if create_graph else zeros
+    parts = [_zeros_like(ref, create_graph) if p is None else p for p in parts]
+    xp = namespace_of(parts[0])  # differentiable for Variables (create_graph)
+    return xp.reshape(xp.stack(parts, axis=axis), shape)
+
+
+def _derivative(
+    out: Variable, xs: tuple[Variable, ...], strict: bool, op: str
+) -> list[Variable | None]:
+    """The row of jacobian for the one-element ``out`` (its gradient), recorded for a
+    second pass: backward's for a real ``out``, converted for a complex one."""
+    grads = _gradient(out, xs, strict, op)
+    if not _is_complex(out):
+        return grads
+    gis: list[Variable | None] = [None] * len(xs)
+    if _needs_imaginary_pass(grads, xs):
+        one = raw_namespace(out.array).ones_like(out.array)
+        gis = _grads([out], xs, [one * 1j], True)
+    return _to_jacobian_convention(grads, gis, xs)
+
+
+def _transposed_product(
+    grads: list[Variable | None], xs: tuple[Variable, ...], vs: tuple[Any, ...], create_graph: bool
+) -> list[Any]:
+    """``H^T v`` for the Jacobian ``H`` of the complex ``grads`` of :func:`_derivative`,
+    from backward passes seeded with ``conj(v)`` (and ``i conj(v)`` for real inputs)."""
+    with eager_recording():
+        cvs = [_conj(v) if _is_complex(v) else v for v in vs]
+        gxs = _grads(grads, xs, cvs, create_graph)
+        gis: list[Variable | None] = [None] * len(xs)
+        if _needs_imaginary_pass(gxs, xs):
+            seeds = [_times_i(c, _complex_dtype(x)) for c, x in zip(cvs, xs, strict=True)]
+            gis = _grads(grads, xs, seeds, create_graph)
+        return _to_jacobian_convention(gxs, gis, xs)
+
+
+# --- value_and_grad ----------------------------------------------------------------
+
+
+def _check_value(value: Any) -> None:
+    if not isinstance(value, Variable):
+        raise TypeError(
+            "value_and_grad: fun must return a Variable (computed from its arguments "
+            f"with x.__array_namespace__() or agnograd.functions), got {type(value).__name__}"
+        )
+    if tuple(value.shape or ()) != ():
+        raise TypeError(
+            "value_and_grad: the gradient is defined only for a function with a scalar "
+            f"output, but fun's output has shape {tuple(value.shape or ())}; reduce it, "
+            "e.g. with xp.sum"
+        )
+    data = value.array
+    if not raw_namespace(data).isdtype(data.dtype, "real floating"):
+        raise TypeError(
+            "value_and_grad: fun's output must have a real floating dtype, got "
+            f"{dtype_name(data.dtype)}; use agnograd.functional.vjp for complex outputs"
+        )
+
+
+def _tree_leaves(tree: Any, where: str) -> list[Any]:
+    """The arrays and Variables of a tuple/list/dict nest, in order."""
+    if isinstance(tree, tuple | list):
+        return [leaf for i, t in enumerate(tree) for leaf in _tree_leaves(t, f"{where}[{i}]")]
+    if isinstance(tree, dict):
+        return [leaf for k, t in tree.items() for leaf in _tree_leaves(t, f"{where}[{k!r}]")]
+    if isinstance(tree, Variable) or is_array(tree):
+        return [tree]
+    raise TypeError(
+        f"value_and_grad: {where} is a {type(tree).__name__}; differentiated arguments "
+        "must be arrays or Variables, or tuples, lists or dicts of them (convert Python "
+        "numbers first, e.g. np.asarray(1.0))"
+    )
+
+
+def _tree_unflatten(tree: Any, leaves: Iterator[Any]) -> Any:
+    """``tree``'s structure with its leaves taken from ``leaves`` in order."""
+    if isinstance(tree, tuple | list):
+        return _rebuilt(tree, [_tree_unflatten(t, leaves) for t in tree])
+    if isinstance(tree, dict):
+        return {k: _tree_unflatten(t, leaves) for k, t in tree.items()}
+    return next(leaves)
+
+
+def _tree_arrays(tree: Any) -> Any:
+    """``tree`` with its Variables replaced by their arrays."""
+    if isinstance(tree, Variable):
+        return tree.array
+    if isinstance(tree, tuple | list):
+        return _rebuilt(tree, [_tree_arrays(t) for t in tree])
+    if isinstance(tree, dict):
+        return {k: _tree_arrays(t) for k, t in tree.items()}
+    return tree
+
+
+def _rebuilt(tree: tuple[Any, ...] | list[Any], items: list[Any]) -> Any:
+    """A tuple or list of ``tree``'s type holding ``items`` (a namedtuple by field)."""
+    kind = type(tree)
+    return kind(*items) if hasattr(tree, "_fields") else kind(items)
