@@ -33,7 +33,8 @@ from agnograd.core._engine import grad
 from agnograd.core._function import FunctionNode
 from agnograd.core._function_v1 import Function
 from agnograd.core._parameter import Parameter
-from agnograd.core._variable import Variable, VariableNode
+from agnograd.core._variable import Variable
+from agnograd.core._variable_node import VariableNode
 from agnograd.function_hooks import FunctionHook, PrintHook, TimerHook
 from agnograd.functions import (
     _namespace,  # noqa: F401 - Variable.__array_namespace__

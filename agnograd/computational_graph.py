@@ -37,7 +37,8 @@ from typing import Any, TypeAlias
 from agnograd.backends._backend import is_array
 from agnograd.backends._device import Device, device_of
 from agnograd.core._function import FunctionNode
-from agnograd.core._variable import Variable, VariableNode
+from agnograd.core._variable import Variable
+from agnograd.core._variable_node import VariableNode
 from agnograd.functions._transfer import Copy
 
 Node: TypeAlias = VariableNode | FunctionNode

@@ -23,15 +23,8 @@ holomorphic function), :func:`vjp` what ``backward()`` gives when seeded with ``
 :func:`vhp` are built on the Jacobian of that gradient.
 """
 
-from agnograd.transforms._functional import (
-    hessian,
-    hvp,
-    jacobian,
-    jvp,
-    value_and_grad,
-    vhp,
-    vjp,
-)
+from agnograd.transforms._functional import hvp, jvp, value_and_grad, vhp, vjp
+from agnograd.transforms._jacobians import hessian, jacobian
 
 __all__ = [
     "hessian",

@@ -44,20 +44,9 @@ Actual: 3 != 4
 """
 
 from agnograd.core._type_check import (
-    BinaryOperator,
-    BoolBinaryOperator,
-    Call,
-    Constant,
-    Expr,
-    GetAttr,
-    GetItem,
-    InvalidType,
     LightTypeInfoTuple,
-    Testable,
     TypeInfo,
     TypeInfoTuple,
-    UnaryOperator,
-    Variable,
     argname,
     eval,  # noqa: A004 - Chainer's name
     expect,
@@ -69,6 +58,19 @@ from agnograd.core._type_check import (
     make_variable,
     prod,
     same_types,
+)
+from agnograd.core._type_check_expressions import (
+    BinaryOperator,
+    BoolBinaryOperator,
+    Call,
+    Constant,
+    Expr,
+    GetAttr,
+    GetItem,
+    InvalidType,
+    Testable,
+    UnaryOperator,
+    Variable,
 )
 
 __all__ = [

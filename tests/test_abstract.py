@@ -25,12 +25,8 @@ from hypothesis.extra import numpy as hnp
 import agnograd
 import agnograd.functions as F
 from agnograd import FunctionNode, Variable
-from agnograd.backends._abstract import (
-    Abstract,
-    AbstractNamespace,
-    DataDependentError,
-    broadcast_shapes,
-)
+from agnograd.backends._abstract import Abstract, AbstractNamespace, DataDependentError
+from agnograd.backends._shape_dtype import broadcast_shapes
 
 
 class Case(NamedTuple):

@@ -448,7 +448,7 @@ def address(a: np.ndarray) -> int:
 
 
 def test_numpy_crosses_without_a_copy_when_aligned() -> None:
-    from agnograd.interop.jax import _from_jax, _to_jax
+    from agnograd.interop._jax_arrays import _from_jax, _to_jax
 
     a = aligned([1.0, 2.0, 3.0])
     j = _to_jax(a, "test", 0)
@@ -471,7 +471,7 @@ def test_numpy_crosses_without_a_copy_when_aligned() -> None:
 
 def test_torch_crosses_without_a_copy() -> None:
     torch = pytest.importorskip("torch")
-    from agnograd.interop.jax import _to_jax
+    from agnograd.interop._jax_arrays import _to_jax
 
     t = torch.tensor([1.0, 2.0, 3.0])
     assert _to_jax(t, "test", 0).unsafe_buffer_pointer() == t.data_ptr()

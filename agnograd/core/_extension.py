@@ -19,16 +19,17 @@ imported (``import agnograd`` imports them all):
     of those names; and ``follow_data``, which the engine calls for a leaf that
     moved after a graph used it.
 ``define_then_run``
-    ``agnograd.static._define_then_run``: ``apply_deferred`` (``FunctionNode.apply`` with
-    auto-forward off), ``forward_all`` and ``unlinked``.
+    ``agnograd.static._define_then_run``: ``apply_deferred`` (``FunctionNode.apply``
+    with auto-forward off), ``forward_all`` and ``unlinked``; and nnabla's recompute
+    (``is_recompute``, ``set_recompute``, ``restore``, from ``_recompute``).
 ``replay``
-    ``agnograd.static._replay``: ``Variable.forward`` and the plain ``Variable.backward``
-    after it, which run a compiled plan of a graph run often enough.
+    ``agnograd.static._replay``: ``Variable.forward`` and the plain
+    ``Variable.backward`` after it, which run a compiled plan of a graph run often enough.
 
 Examples
 --------
 >>> import agnograd
->>> from agnograd import _extension
+>>> from agnograd.core import _extension
 >>> _extension.operators.__name__, _extension.define_then_run.__name__
 ('agnograd.functions._operators', 'agnograd.static._define_then_run')
 """

@@ -9,12 +9,23 @@ from collections.abc import Sequence
 from typing import Any
 
 from agnograd.backends import _backend
-from agnograd.backends._adapter import DLPACK_ACCELERATORS
-from agnograd.backends._backend import Array, _namespaces, label
+from agnograd.backends._backend import Array, _namespaces
 from agnograd.core import _debug, _extension, _graph, _versions
 from agnograd.core import _type_check as type_check
 from agnograd.core._config import HOOKS, MODE
-from agnograd.core._variable import Variable, VariableNode, _new_variable, _refuse_foreign_graph
+from agnograd.core._function_checks import (
+    _forward_failed,
+    _freed_message,
+    _input_sequence,
+    _on_accelerator,
+    _output_tuple,
+    as_constant,
+    describe_arrays,
+    mixed_backends,
+    sum_to,
+)
+from agnograd.core._variable import Variable, _new_variable
+from agnograd.core._variable_node import VariableNode
 
 _weakref = weakref.ref
 # The registries of agnograd.core._versions, read by every operation: module globals, so
@@ -515,40 +526,6 @@ def _no_type_check(self: FunctionNode, in_types: Any) -> None:
 _NO_TYPE_CHECK = FunctionNode.__dict__["check_type_forward"]
 
 
-def _on_accelerator(arrays: Sequence[Any]) -> bool:
-    """Whether the first array given lives on an accelerator (CUDA, ROCm, ...), as its
-    ``__dlpack_device__`` says; False when it cannot say."""
-    first = next((a for a in arrays if a is not None), None)
-    where = getattr(first, "__dlpack_device__", None)
-    if where is None:
-        return False
-    try:
-        kind = where()[0]
-    except Exception:  # a library that cannot tell (a lazy array, an old version)
-        return False
-    return bool(kind in DLPACK_ACCELERATORS)
-
-
-def sum_to(gx: Any, shape: tuple[int, ...], func: FunctionNode, index: int) -> Any:
-    """Sum a broadcast gradient back to its input's shape (rules never unbroadcast)."""
-    xp = _backend.raw_namespace(gx) if not isinstance(gx, Variable) else gx.__array_namespace__()
-    lead = len(gx.shape) - len(shape)
-    bad = lead < 0 or not _backend.same_shape(shape, gx.shape[lead:], broadcast=True)
-    if bad:
-        raise ValueError(
-            f"backward of {func.label} returned a gradient of shape {tuple(gx.shape)} for "
-            f"input {index}, which has shape {shape} and cannot be reached by broadcasting"
-        )
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, s in enumerate(shape) if s == 1 and gx.shape[lead + i] != 1
-    )
-    if axes:
-        gx = xp.sum(gx, axis=axes, keepdims=True)
-    if lead:
-        gx = xp.reshape(gx, shape)
-    return gx
-
-
 # Set while agnograd.grad builds the gradient graph of a define-then-run graph that has
 # not run (nnabla's nn.grad): rules then read the graph's own Variables, without data,
 # where they would read the arrays forward kept.
@@ -570,105 +547,9 @@ def _declared(func: FunctionNode, name: str) -> bool:
     )
 
 
-def _freed_message(func: FunctionNode, what: str) -> str:
-    return (
-        f"{func.label}: no retained {what} -- call retain_{what}(...) inside forward, and "
-        "do not backprop through a graph after unchain() or clear_buffer freed it"
-    )
-
-
-def as_constant(x: Any, func: FunctionNode) -> Variable:
-    """A raw array given to ``func`` as an input: a Variable that requires no gradient."""
-    if not _backend.is_array(x):
-        raise TypeError(
-            f"{func.label}: expected a Variable or an array of an array API library as "
-            f"input, got {type(x).__name__} {x!r}"
-        )
-    _refuse_foreign_graph(x, f"{func.label}: an input")
-    return Variable._new(x, False)
-
-
-def _input_sequence(func: FunctionNode, inputs: Any) -> tuple[Any, ...]:
-    """``inputs`` as a tuple, refusing a lone Variable or array (``apply(x)`` for
-    ``apply((x,))``), which would otherwise be taken apart row by row."""
-    if isinstance(inputs, Variable) or _backend.is_array(inputs):
-        raise TypeError(
-            f"{func.label}.apply(inputs): inputs must be a tuple or list of Variables or "
-            f"arrays, got a single {type(inputs).__name__}; write apply((x,))"
-        )
-    try:
-        return tuple(inputs)
-    except TypeError:
-        raise TypeError(
-            f"{func.label}.apply(inputs): inputs must be a tuple or list of Variables or "
-            f"arrays, got {type(inputs).__name__}"
-        ) from None
-
-
-def _output_tuple(func: FunctionNode, outputs: Any) -> tuple[Any, ...]:
-    """What ``forward`` returned, as a tuple of arrays: a list is taken, anything else
-    refused (a bare array would be split into its rows)."""
-    if isinstance(outputs, list | tuple):
-        outputs = tuple(outputs)
-    else:
-        raise TypeError(
-            f"{func.label}.forward must return a tuple of arrays (one per output), got "
-            f"{type(outputs).__name__}; write `return (y,)` for a single output"
-        )
-    for i, y in enumerate(outputs):
-        if not _backend.is_array(y):
-            raise TypeError(
-                f"{func.label}.forward returned {type(y).__name__} as output {i}; forward "
-                "output must be a tuple of ndarrays (arrays of the inputs' library)"
-            )
-    return outputs
-
-
-def _forward_failed(error: Exception, func: FunctionNode, arrays: tuple[Any, ...]) -> None:
-    """Raise what a failed forward means, else note on ``error`` where it happened."""
-    if func.broadcasts and isinstance(error, ValueError):
-        shapes = [tuple(a.shape) for a in arrays]
-        if not _broadcastable(shapes):
-            raise type_check.InvalidType(
-                "the shapes of the inputs broadcast against each other",
-                " and ".join(map(str, shapes)) + " do not",
-                f"{func.label}: the shapes of its inputs, {' and '.join(map(str, shapes))}, "
-                "do not broadcast against each other",
-            ) from error
-    error.add_note(f"in agnograd {func.label}.forward with inputs {describe_arrays(arrays)}")
-
-
-def _broadcastable(shapes: Sequence[tuple[int, ...]]) -> bool:
-    """Whether ``shapes`` broadcast against each other (the array API's rule)."""
-    ndim = max(len(s) for s in shapes)
-    for axis in range(1, ndim + 1):
-        sizes = {s[-axis] for s in shapes if len(s) >= axis} - {1}
-        if len(sizes) > 1:
-            return False
-    return True
-
-
 def _record_versions(func: FunctionNode, sample: Any) -> None:
     recorded = _versions.record(
         func.xp, func._saved_inputs or (), func._saved_outputs or (), sample
     )
     if recorded is not None:  # a node that keeps nothing gets no entry
         func._saved_versions = recorded
-
-
-def describe_arrays(arrays: Sequence[Any]) -> str:
-    """Shapes and dtypes of arrays or Variables (``None`` for a missing one), for the
-    notes that errors in forward and backward carry."""
-    parts = []
-    for a in arrays:
-        raw = a._data if isinstance(a, Variable) else a
-        parts.append("None" if raw is None else label(tuple(raw.shape), raw.dtype))
-    return ", ".join(parts)
-
-
-def mixed_backends(func: FunctionNode, xp: Any, other: Any) -> TypeError:
-    return TypeError(
-        f"{func.label}: inputs mix arrays of two libraries, {_backend.backend_name(xp)} and "
-        f"{_backend.backend_name(other)}; move them to one library first "
-        "(agnograd.functions.copy or the library's from_dlpack)"
-    )

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from agnograd.backends._backend import Array
-from agnograd.core._function import FunctionNode, _on_accelerator
+from agnograd.core._function import FunctionNode
+from agnograd.core._function_checks import _on_accelerator
 from agnograd.core._variable import Variable
 
 

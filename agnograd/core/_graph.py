@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agnograd.core._function import FunctionNode
-    from agnograd.core._variable import VariableNode
+    from agnograd.core._variable_node import VariableNode
 
 
 #: How many times a graph already built was edited: a creator set or forgotten

@@ -24,7 +24,8 @@ from agnograd.core._graph import functions_of
 
 if TYPE_CHECKING:
     from agnograd.core._function import FunctionNode
-    from agnograd.core._variable import Variable, VariableNode
+    from agnograd.core._variable import Variable
+    from agnograd.core._variable_node import VariableNode
 
 
 class NnablaInterface:

@@ -12,7 +12,7 @@ import numpy
 from agnograd.backends._backend import adapter_for, backend_name, raw_namespace
 
 if TYPE_CHECKING:
-    from agnograd.core._variable import VariableNode
+    from agnograd.core._variable_node import VariableNode
 
 
 class Printing:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from agnograd.core import _extension
 
 if TYPE_CHECKING:
-    from agnograd.core._variable import VariableNode
+    from agnograd.core._variable_node import VariableNode
 
 
 class Operators:

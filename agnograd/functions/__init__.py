@@ -31,6 +31,7 @@ from agnograd.functions._linalg_norms import *  # noqa: F403
 from agnograd.functions._manipulation import *  # noqa: F403
 from agnograd.functions._misc import *  # noqa: F403
 from agnograd.functions._nn import *  # noqa: F403
+from agnograd.functions._repetition import *  # noqa: F403
 from agnograd.functions._searching import *  # noqa: F403
 from agnograd.functions._set import *  # noqa: F403
 from agnograd.functions._sorting import *  # noqa: F403

@@ -22,8 +22,9 @@ from agnograd.core._variable import Variable
 from agnograd.functions._binary import atan2
 from agnograd.functions._core import input_shape, raw_xp_device, shape_of
 from agnograd.functions._linalg import matmul
-from agnograd.functions._manipulation import broadcast_arrays, reshape
+from agnograd.functions._manipulation import reshape
 from agnograd.functions._namespace import namespace_of
+from agnograd.functions._repetition import broadcast_arrays
 from agnograd.functions._rows import Rows
 from agnograd.functions._unary import acos, asin, atan
 

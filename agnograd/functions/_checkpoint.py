@@ -33,7 +33,8 @@ from agnograd.core import _versions
 from agnograd.core._config import config, force_backprop_mode, get_auto_forward
 from agnograd.core._engine import grad
 from agnograd.core._function import FunctionNode
-from agnograd.core._variable import Variable, VariableNode
+from agnograd.core._variable import Variable
+from agnograd.core._variable_node import VariableNode
 from agnograd.functions._checkpoint_reads import Reads, Recorder, check_closures, rebound_error
 
 __all__ = ["Checkpoint", "checkpoint", "forget"]

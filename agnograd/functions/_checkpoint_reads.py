@@ -46,7 +46,8 @@ from agnograd.backends._backend import label
 from agnograd.core import _versions
 from agnograd.core._function import FunctionNode
 from agnograd.core._hooks import FunctionHook
-from agnograd.core._variable import Variable, VariableNode
+from agnograd.core._variable import Variable
+from agnograd.core._variable_node import VariableNode
 
 # One memory the first run read, and where it was first read (see Recorder.reads).
 _Read = tuple["weakref.ref[Any]", tuple[int, ...], Any, str, int, int, type]

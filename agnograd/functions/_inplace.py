@@ -51,7 +51,8 @@ from agnograd.backends._backend import SCALARS, raw_namespace
 from agnograd.core import _versions
 from agnograd.core._config import AUTO_FORWARD, BACKPROP, MODE
 from agnograd.core._function import FunctionNode
-from agnograd.core._variable import Variable, VariableNode
+from agnograd.core._variable import Variable
+from agnograd.core._variable_node import VariableNode
 from agnograd.functions._namespace import namespace_of
 
 
@@ -458,7 +459,7 @@ def inplace(op: Any, name: str) -> Any:
     Examples
     --------
     >>> import numpy as np, agnograd
-    >>> from agnograd import _operators
+    >>> from agnograd.functions import _operators
     >>> x = agnograd.Variable(np.ones(2))
     >>> y = _operators.iadd(x, 1.0)
     >>> y is x, x.array, y.array

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from agnograd.backends._abstract import broadcast_shapes
+from agnograd.backends._shape_dtype import broadcast_shapes
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.functions._core import Spec, conjugate, input_shape, raw_xp_device, shape_of

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import array_api_compat
 
-from agnograd.backends._abstract import broadcast_shapes
+from agnograd.backends._shape_dtype import broadcast_shapes
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.functions._core import (

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from agnograd.backends._abstract import broadcast_shapes
+from agnograd.backends._shape_dtype import broadcast_shapes
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.functions._core import (

@@ -40,6 +40,7 @@ CHAPTERS = tuple(
         "linalg_inverse",
         "linalg_norms",
         "manipulation",
+        "repetition",
         "searching",
         "set",
         "sorting",

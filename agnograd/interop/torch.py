@@ -23,7 +23,8 @@ from agnograd.backends._device import Device, get_device, transfer
 from agnograd.core._config import config, get_auto_forward, using_config
 from agnograd.core._engine import grad
 from agnograd.core._function import FunctionNode
-from agnograd.core._variable import Variable, _refuse_foreign_graph
+from agnograd.core._variable import Variable
+from agnograd.core._variable_data import _refuse_foreign_graph
 from agnograd.interop._torch_arrays import (
     Rebuild,
     _as_tensor,

@@ -1,8 +1,11 @@
 """Define-then-run (nnabla) and the compiled plans that replay a graph.
 
 ``_define_then_run`` builds graphs without data and runs them (``forward_all``),
-``_replay`` decides when ``y.forward()`` and ``y.backward()`` run a compiled plan,
-``_compiled`` makes and checks plans, ``_compiled_steps`` and ``_compiled_trace``
-their steps, and ``_compiled_jax`` lowers a plan to one XLA program. The modules
-are private: the public names are in :mod:`agnograd`.
+with ``_buffers`` (the arrays nodes hold) and ``_recompute`` (nnabla's
+``Variable.recompute``); ``_replay`` decides when ``y.forward()`` and
+``y.backward()`` run a compiled plan; ``_compiled`` makes, runs and checks plans,
+``_compiled_graph`` works out what a plan needs from its graph, ``_compiled_steps``
+and ``_compiled_trace`` are the steps it runs, and ``_compiled_jax`` lowers a plan
+to one XLA program. The modules are private: the public names are in
+:mod:`agnograd`.
 """

@@ -24,24 +24,25 @@ plans by itself for a graph it runs often (:mod:`agnograd.static._replay`).
 from __future__ import annotations
 
 import contextlib
-import heapq
-import itertools
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from agnograd.backends._abstract import Abstract, DataDependentError
+from agnograd.backends._abstract import DataDependentError
 from agnograd.backends._backend import raw_namespace
 from agnograd.core import _graph, _versions
 from agnograd.core._config import HOOKS, MODE
-from agnograd.core._engine import _cast, _seed
+from agnograd.core._engine import _seed
 from agnograd.core._engine import backward as engine_backward
-from agnograd.core._function import FunctionNode
+from agnograd.core._engine_loop import _cast
 from agnograd.core._graph import functions_of
-from agnograd.core._variable import Variable, VariableNode, clear_node_data
+from agnograd.core._variable import Variable, clear_node_data
+from agnograd.core._variable_node import VariableNode
 from agnograd.functions._inplace import WRITING_NODES
 from agnograd.static import _define_then_run
+from agnograd.static._buffers import _unlinked, set_node_data
+from agnograd.static._compiled_graph import _backward_order, _infer_shapes, _needed_inputs
 from agnograd.static._compiled_jax import lower
 from agnograd.static._compiled_steps import (
     _backward_code,
@@ -51,13 +52,8 @@ from agnograd.static._compiled_steps import (
     accumulate_into_leaves,
     run_backward,
 )
-from agnograd.static._define_then_run import (
-    _marked,
-    _unlinked,
-    count_forward,
-    forward_all,
-    set_node_data,
-)
+from agnograd.static._define_then_run import count_forward, forward_all
+from agnograd.static._recompute import _marked
 
 
 def compile(outputs: Variable | Sequence[Variable]) -> CompiledGraph:  # noqa: A001
@@ -407,27 +403,7 @@ class CompiledGraph:
     def _infer(self) -> None:
         """Every node's shape and dtype, inferred from the inputs' arrays as they are
         now; DataDependentError (naming the function) where one depends on the data."""
-        funcs = functions_of([y._node for y in self.outputs])
-        _set_namespaces(funcs)
-        for func in funcs:
-            nodes = func.inputs or ()
-            specs = []
-            for node in nodes:
-                data = node.data if node.creator_node is None else None
-                shape, dtype = (
-                    (node.shape, node.dtype) if data is None else (data.shape, data.dtype)
-                )
-                specs.append(Abstract(tuple(shape or ()), dtype, func.xp))
-            try:
-                inferred = func.infer(tuple(specs))
-            except DataDependentError as error:
-                raise DataDependentError(
-                    f"{func.label} cannot infer its output shape for the new inputs ({error})"
-                ) from None
-            for ref, (shape, dtype) in zip(func.outputs or (), inferred, strict=True):
-                out = ref()
-                if out is not None:
-                    out.shape, out.dtype = shape, dtype
+        _infer_shapes(functions_of([y._node for y in self.outputs]))
 
     def _build(self) -> None:
         outs = [node for node in (ref() for ref in self._output_refs) if node is not None]
@@ -477,24 +453,8 @@ class CompiledGraph:
         # output is of another library than its input); _rebuild sets them anew for
         # inputs of another library.
 
-        # Which inputs need a gradient: a leaf that requires one and is alive, or a
-        # node computed by a function with such an input (JAX's pruning of zeros).
-        needed_funcs: set[FunctionNode] = set()
-        indexes: dict[FunctionNode, tuple[int, ...]] = {}
-        for f in funcs:
-            idx = tuple(
-                i
-                for i, x in enumerate(f.inputs or ())
-                if x.requires_grad
-                and (
-                    x._variable() is not None
-                    if x.creator_node is None
-                    else x.creator_node in needed_funcs
-                )
-            )
-            indexes[f] = idx
-            if idx:
-                needed_funcs.add(f)
+        # Which inputs need a gradient, and the order of the engine's backward.
+        indexes = _needed_inputs(funcs)
         order, grad_leaves = _backward_order(outs, indexes)
         self._order = order
 
@@ -581,64 +541,3 @@ def _signature(leaves: list[VariableNode], datas: list[Any]) -> tuple[Any, ...]:
     return tuple(
         [(n.creator_node, d.__class__, d.shape, d.dtype) for n, d in zip(leaves, datas)]  # noqa: B905
     )
-
-
-def _set_namespaces(funcs: list[FunctionNode]) -> None:
-    """Each function's namespace after its inputs' arrays changed (``funcs`` in
-    forward order): that of its first input, a leaf's data or the function computing
-    it, where that changed; the one it was applied with otherwise (a transfer's
-    output is of another library than its input)."""
-    changed: set[FunctionNode] = set()
-    for f in funcs:
-        inputs = f.inputs or ()
-        if not inputs:
-            continue
-        first = inputs[0]
-        creator = first.creator_node
-        if creator is None:
-            new = f.xp if first.data is None else raw_namespace(first.data)
-        elif creator in changed:
-            new = creator.xp
-        else:
-            continue
-        if new is not f.xp:
-            f.xp = new
-            changed.add(f)
-
-
-def _backward_order(
-    outs: list[VariableNode], indexes: dict[FunctionNode, tuple[int, ...]]
-) -> tuple[list[FunctionNode], list[VariableNode]]:
-    """The order in which the engine runs the backward of each function (its heap,
-    run without arrays), and the leaves in the order their first gradient arrives.
-    Same order, same sums: the gradients come out equal bit for bit."""
-    heap: list[tuple[int, int, FunctionNode]] = []
-    count = itertools.count()
-    has_grad: set[VariableNode] = set()
-    done: set[FunctionNode] = set()
-    order: list[FunctionNode] = []
-    leaves: list[VariableNode] = []
-
-    def add(x: VariableNode) -> None:
-        if x in has_grad:
-            return
-        has_grad.add(x)
-        creator = x.creator_node
-        if creator is None:
-            leaves.append(x)
-        elif indexes.get(creator):
-            heapq.heappush(heap, (-creator.rank, next(count), creator))
-
-    for node in outs:
-        if node.creator_node is not None:
-            add(node)
-    while heap:
-        func = heapq.heappop(heap)[2]
-        if func in done:
-            continue
-        done.add(func)
-        order.append(func)
-        inputs = func.inputs or ()
-        for i in indexes[func]:
-            add(inputs[i])
-    return order, leaves

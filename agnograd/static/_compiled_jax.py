@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from agnograd.core._engine import _seed, users_grad
 from agnograd.core._function import FunctionNode
+from agnograd.static._buffers import _unlinked, set_node_data
 from agnograd.static._compiled_steps import accumulate_into_leaves, run_backward
-from agnograd.static._define_then_run import _unlinked, set_node_data
 
 if TYPE_CHECKING:
     from agnograd.static._compiled import CompiledGraph

@@ -15,18 +15,18 @@ from typing import Any
 from agnograd.backends._backend import as_array, raw_namespace, writable
 from agnograd.core import _versions
 from agnograd.core._config import using_config
-from agnograd.core._engine import (
+from agnograd.core._engine import _leaf_lock, _quiet
+from agnograd.core._engine_loop import (
     _call_backward,
     _cast,
     _gradient_tuple,
-    _leaf_lock,
     _of_targets,
-    _quiet,
     _refuses,
     _sum_to,
 )
 from agnograd.core._function import FunctionNode
-from agnograd.core._variable import Variable, VariableNode
+from agnograd.core._variable import Variable
+from agnograd.core._variable_node import VariableNode
 from agnograd.functions._core import Unary
 from agnograd.functions._elementwise import (
     Add,
@@ -37,8 +37,8 @@ from agnograd.functions._elementwise import (
     Sub,
     SubFromConstant,
 )
+from agnograd.static._buffers import _unlinked, set_node_data
 from agnograd.static._compiled_trace import trace_rule
-from agnograd.static._define_then_run import _unlinked, set_node_data
 
 Step = Callable[..., None]
 

@@ -35,9 +35,11 @@ from agnograd.core import _extension
 from agnograd.core._config import config
 from agnograd.core._graph import functions_of
 from agnograd.core._hooks import callbacks  # also Variable.backward's
-from agnograd.core._variable import Variable, VariableNode
+from agnograd.core._variable import Variable
+from agnograd.core._variable_node import VariableNode
 from agnograd.static import _define_then_run
 from agnograd.static._compiled import CLEAR, KEEP, NO_NEED_GRAD, CompiledGraph
+from agnograd.static._recompute import recomputes
 
 # Plans kept per graph: one per mode and input signature, as jax.jit keeps a trace
 # per signature, so that an epoch's smaller last batch keeps the others' plans.
@@ -92,7 +94,7 @@ def forward(
         or after is None
         or function_pre_hook is not None
         or function_post_hook is not None
-        or _define_then_run.recomputes(node)
+        or recomputes(node)
     ):
         with callbacks("forward", function_pre_hook, function_post_hook):
             _define_then_run.forward_all([var], clear_buffer, clear_no_need_grad)

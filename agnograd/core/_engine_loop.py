@@ -1,0 +1,437 @@
+"""The backward loop over the graph of FunctionNodes.
+
+Function nodes are popped from a heap by rank, so each one runs after every
+consumer of its outputs; gradients live in a dict keyed by VariableNode and are
+dropped the moment their node's creator consumes them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from agnograd.backends._backend import _namespaces, backend_name, is_array, raw_namespace
+from agnograd.core import _debug, _extension
+from agnograd.core._config import HOOKS, MODE
+from agnograd.core._function import FunctionNode
+from agnograd.core._function import symbolic as function_symbolic
+from agnograd.core._function_checks import describe_arrays
+from agnograd.core._function_checks import sum_to as _sum_to
+from agnograd.core._variable import Variable, clear_node_data
+from agnograd.core._variable_node import VariableNode
+
+
+def _relevant(seeds: Iterable[VariableNode], targets: set[VariableNode]) -> set[FunctionNode]:
+    """Function nodes that lie on a path from a seed down to a target."""
+    funcs: list[FunctionNode] = []
+    seen: set[FunctionNode] = set()
+    stack = [n.creator_node for n in seeds if n.creator_node is not None]
+    while stack:
+        f = stack.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        funcs.append(f)
+        for x in f.inputs or ():
+            if x.creator_node is not None:
+                stack.append(x.creator_node)
+    relevant: set[FunctionNode] = set()
+    for f in sorted(funcs, key=lambda f: f.rank):
+        if any(x in targets or x.creator_node in relevant for x in f.inputs or ()):
+            relevant.add(f)
+    return relevant
+
+
+def _run(
+    seeds: list[tuple[VariableNode, Any]],
+    double: bool,
+    retain_grad: bool,
+    targets: set[VariableNode] | None,
+    clear_buffer: bool,
+    target_seeds: Sequence[tuple[VariableNode, Any]] = (),
+) -> dict[VariableNode, Any]:
+    """The backward loop. Returns the gradients that reached leaves (or targets).
+
+    A function node is queued when the first gradient of one of its outputs arrives
+    and runs when it is the highest-ranked node left, so every consumer of its
+    outputs has run by then. Each gradient is dropped as soon as it is consumed.
+    ``target_seeds``: initial gradients of targets (``grad``'s ``grad_inputs``), which
+    flow on through the targets' creators where those lie between the seeds and
+    other targets.
+    """
+    grads: dict[VariableNode, Any] = {}
+    heap: list[tuple[int, int, FunctionNode]] = []  # (-rank, order queued, node)
+    order = itertools.count()
+    relevant = _relevant([n for n, _ in seeds], targets) if targets is not None else None
+    collected: dict[VariableNode, Any] = {}  # what reached a target (grad())
+    special = double or bool(MODE.get()[HOOKS])  # Variables for backward, or hooks
+    restoring = bool(dropped)  # forward dropped saved arrays to recompute them
+    keep = {node for node, _ in seeds} if clear_buffer else set()
+    checked: tuple[type, Any] = (type(None), None)  # the last gradient class found right
+    for node, gy in (*seeds, *target_seeds):
+        _add(grads, heap, order, relevant, node, gy)
+    while heap:
+        func = heapq.heappop(heap)[2]
+        in_nodes = func.inputs
+        if in_nodes is None:
+            raise RuntimeError(f"backward reached {func.label}, which was unchained")
+        outputs: Any = func.outputs  # set with the inputs
+        y = outputs[0]() if len(outputs) == 1 else None
+        if y is not None and targets is None and not retain_grad:  # the common case
+            gys: Any = grads.pop(y, None)
+            gys = None if gys is None else (gys,)
+        else:
+            gys = _output_grads(func, grads, targets, collected, retain_grad)
+        if gys is None:
+            continue  # no gradient reached it, or it ran already (queued by two outputs)
+        if relevant is None and len(in_nodes) < 3:  # one or two inputs: a shared tuple
+            indexes = _INDEXES[
+                in_nodes[0].requires_grad, len(in_nodes) > 1 and in_nodes[1].requires_grad
+            ]
+        else:
+            indexes = _indexes(in_nodes, targets, relevant)
+        if not indexes:
+            continue
+        xp = func.xp
+        try:
+            if restoring and func in dropped:
+                _extension.define_then_run.restore(func)
+            if special or func._local_hooks or func.backward_receives_variables:
+                gxs = _call_backward(func, in_nodes, indexes, gys, double, False, grads)
+            elif func._defined_outside:  # a user's node: refusing arrays, accumulation
+                gxs = _call_outside(func, in_nodes, indexes, gys, grads)
+            else:
+                gxs = func.backward(indexes, gys)
+        except Exception as error:
+            if function_symbolic.get():
+                raise RuntimeError(
+                    f"grad: the gradient of {func.label} cannot be built before the graph "
+                    f"has run (its rule reads the arrays of the forward pass: {error}); call "
+                    "forward() on the outputs first, then agnograd.grad"
+                ) from error
+            error.add_note(
+                f"in agnograd {func.label}.backward with gradients ({describe_arrays(gys)})"
+            )
+            raise
+        del gys
+        if clear_buffer:
+            _free(func, keep)
+        if gxs.__class__ is not tuple:
+            gxs = _gradient_tuple(func, gxs)
+        if len(gxs) != len(indexes):
+            gxs = _of_targets(func, gxs, indexes, len(in_nodes))
+        for i, gx in zip(indexes, gxs):  # noqa: B905 - lengths checked above
+            if gx is None:
+                continue
+            if gx.__class__ is Variable:
+                raw = gx._data
+                if not double:
+                    gx = raw
+            else:
+                raw = gx
+                if double:
+                    gx = Variable._new(gx, False)
+            if raw.__class__ is not checked[0] or xp is not checked[1]:
+                _check_gradient(func, i, raw, xp)  # of another library, or no array
+                checked = (raw.__class__, xp)
+            x = in_nodes[i]
+            if x.moved:  # a leaf moved since the graph used it (to_device, to_chx)
+                gx = _follow_data(x, gx)
+            if gx.shape != x.shape:  # a graph's nodes have a shape: never None here
+                gx = _sum_to(gx, x.shape, func, i)  # type: ignore[arg-type]
+            if gx.dtype is not x.dtype and gx.dtype != x.dtype:
+                gx = _cast(gx, x.dtype)
+            prev = grads.get(x)
+            if prev is None:
+                _add(grads, heap, order, relevant, x, gx)
+            else:
+                grads[x] = prev + gx
+        del gxs
+    if targets is not None:
+        collected.update((node, g) for node, g in grads.items() if node in targets)
+        return collected
+    return grads
+
+
+#: Function nodes whose forward kept arrays for backward that define-then-run
+#: dropped since, to recompute them (``Variable.recompute``): before the backward of
+#: one of them the engine has ``define_then_run.restore`` compute them again.
+dropped: weakref.WeakSet[FunctionNode] = weakref.WeakSet()
+
+
+def _add(
+    grads: dict[VariableNode, Any],
+    heap: list[tuple[int, int, FunctionNode]],
+    order: Iterator[int],
+    relevant: set[FunctionNode] | None,
+    x: VariableNode,
+    gx: Any,
+) -> None:
+    """Add ``gx`` to the gradient of ``x``; its creator is queued at the first one."""
+    prev = grads.get(x)
+    if prev is not None:
+        grads[x] = prev + gx
+        return
+    grads[x] = gx
+    creator = x.creator_node
+    if creator is not None and (relevant is None or creator in relevant):
+        heapq.heappush(heap, (-creator.rank, next(order), creator))
+
+
+def _output_grads(
+    func: FunctionNode,
+    grads: dict[VariableNode, Any],
+    targets: set[VariableNode] | None,
+    collected: dict[VariableNode, Any],
+    retain_grad: bool,
+) -> tuple[Any, ...] | None:
+    """Take the gradients of ``func``'s outputs out of ``grads``; None if it has none."""
+    gys = []
+    outputs: Any = func.outputs  # set with the inputs
+    for ref in outputs:
+        y = ref()
+        gy = None if y is None else grads.pop(y, None)
+        if gy is not None:
+            if targets is not None and y in targets:
+                collected[y] = gy
+            if retain_grad:
+                _store_grad(y, gy)
+        gys.append(gy)
+    if all(g is None for g in gys):
+        return None
+    return tuple(gys)
+
+
+def _of_targets(
+    func: FunctionNode, gxs: Any, indexes: tuple[int, ...], n_inputs: int
+) -> tuple[Any, ...]:
+    """The gradients of the target inputs, from a backward that returned one per input."""
+    if len(gxs) != n_inputs:
+        raise ValueError(
+            f"backward of {func.label} returned {len(gxs)} gradients for {len(indexes)} "
+            f"target inputs {indexes} of its {n_inputs}: the number of gradients returned "
+            "from backward is incorrect; return one per target input (or one per input)"
+        )
+    return tuple([gxs[i] for i in indexes])
+
+
+def _indexes(
+    in_nodes: tuple[VariableNode, ...],
+    targets: set[VariableNode] | None,
+    relevant: set[FunctionNode] | None,
+) -> tuple[int, ...]:
+    """The indexes of the inputs that need a gradient (on the way to ``targets``)."""
+    if targets is None or relevant is None:  # both or neither
+        return tuple([i for i, x in enumerate(in_nodes) if x.requires_grad])
+    return tuple(
+        [
+            i
+            for i, x in enumerate(in_nodes)
+            if x.requires_grad and (x in targets or x.creator_node in relevant)
+        ]
+    )
+
+
+# The indexes of the inputs that require a gradient, for nodes of one or two inputs
+# (a node of one input is looked up as if its second did not require one).
+_INDEXES = {(True, True): (0, 1), (True, False): (0,), (False, True): (1,), (False, False): ()}
+
+
+def _call_backward(
+    func: FunctionNode,
+    in_nodes: tuple[VariableNode, ...],
+    indexes: tuple[int, ...],
+    gys: Sequence[Any],
+    double: bool = False,
+    as_variables: bool = False,
+    grads: dict[VariableNode, Any] | None = None,
+) -> Any:
+    """``func.backward`` with what the common case skips: Variables for a node that
+    asks for them (and in double backprop, and where the library's arrays refuse a
+    Variable on their right), function hooks around the call, and, for a node that
+    overrides ``backward_accumulate``, the gradients of its inputs so far (taken out
+    of ``grads``: what it returns replaces them)."""
+    as_variables = as_variables or double or func.backward_receives_variables
+    if as_variables:
+        func._variables_in_backward = True
+        if not double:
+            gys = [None if g is None else Variable._new(g, False) for g in gys]
+    hooks = func._all_hooks() if (MODE.get()[HOOKS] or func._local_hooks) else ()
+    for hook in hooks:
+        hook.backward_preprocess(func, in_nodes, gys)
+    try:
+        if grads is not None and func._accumulates:
+            wrap = as_variables and not double
+            gxs = _backward_accumulate(func, in_nodes, indexes, tuple(gys), grads, wrap)
+        else:
+            gxs = func.backward(indexes, tuple(gys))
+    finally:
+        if as_variables:
+            func._variables_in_backward = False
+    if hooks:  # debug mode is one of them: its check of the gradients runs here
+        _debug.check_backward(func, gxs)
+    for hook in hooks:
+        hook.backward_postprocess(func, in_nodes, gys)
+    return gxs
+
+
+def _call_outside(
+    func: FunctionNode,
+    in_nodes: tuple[VariableNode, ...],
+    indexes: tuple[int, ...],
+    gys: tuple[Any, ...],
+    grads: dict[VariableNode, Any],
+) -> Any:
+    """The backward of a node defined outside agnograd, in ordinary backprop: with
+    Variables where the library's arrays refuse them on their right (``gy *
+    F.f(x)``), with the inputs' gradients so far for ``backward_accumulate``."""
+    xp = func.xp
+    refuses = _refuses_variables.get(xp) is not False and _refuses(xp, gys)
+    if refuses or func._accumulates:
+        return _call_backward(func, in_nodes, indexes, gys, False, refuses, grads)
+    return func.backward(indexes, gys)
+
+
+def _backward_accumulate(
+    func: FunctionNode,
+    in_nodes: tuple[VariableNode, ...],
+    indexes: tuple[int, ...],
+    gys: tuple[Any, ...],
+    grads: dict[VariableNode, Any],
+    wrap: bool,
+) -> tuple[Any, ...]:
+    """``func.backward_accumulate`` given the gradients its target inputs have so far
+    (an input given twice gets its gradient at its first position only, as in
+    Chainer). Those are taken out of ``grads``: what it returns is the new total,
+    which the loop then stores as the input's first gradient."""
+    taken: list[Any] = []
+    seen: set[VariableNode] = set()
+    for i in indexes:
+        x = in_nodes[i]
+        g = None
+        if x not in seen:
+            seen.add(x)
+            g = grads.pop(x, None)
+            if g is not None and wrap:
+                g = Variable._new(g, False)
+        taken.append(g)
+    gxs = func.backward_accumulate(indexes, gys, tuple(taken))
+    if gxs.__class__ is not tuple:
+        gxs = _gradient_tuple(func, gxs)
+    if len(gxs) != len(indexes):
+        raise ValueError(
+            f"backward_accumulate of {func.label} returned {len(gxs)} gradients for "
+            f"{len(indexes)} target inputs {indexes}; it must return one per target input"
+        )
+    for i, g, gx in zip(indexes, taken, gxs, strict=True):
+        if g is None:
+            continue
+        if gx is None:
+            raise ValueError(
+                f"backward_accumulate of {func.label} returned None for input {i}, which "
+                "had a gradient from other paths; return that gradient (its entry of "
+                "grad_inputs) when there is nothing to add to it"
+            )
+        if tuple(gx.shape) != in_nodes[i].shape:
+            raise ValueError(
+                f"backward_accumulate of {func.label} returned a gradient of shape "
+                f"{tuple(gx.shape)} for input {i} of shape {in_nodes[i].shape}; a sum "
+                "with grad_inputs must have the input's shape (sum a broadcast gradient "
+                "to it before adding)"
+            )
+    return gxs
+
+
+# Namespace -> whether its arrays raise on a Variable to their right (``gy * F.f(x)``)
+# instead of leaving the operator to the Variable (array-api-strict does). Their
+# nodes' backward then gets Variables, so that such code works as on other libraries.
+_refuses_variables: dict[Any, bool] = {}
+
+
+def _refuses(xp: Any, gys: Sequence[Any]) -> bool:
+    """Whether ``xp``'s arrays refuse Variables, tried once on a gradient of ``gys``."""
+    known = _refuses_variables.get(xp)
+    if known is None:
+        array = next(g for g in gys if g is not None)
+        try:
+            known = (array * Variable._new(array, False)).__class__ is not Variable
+        except TypeError:
+            known = True
+        _refuses_variables[xp] = known
+    return known
+
+
+def _gradient_tuple(func: FunctionNode, gxs: Any) -> tuple[Any, ...]:
+    """What ``backward`` returned, as a tuple: a list or tuple is taken, anything
+    else refused with the node's name."""
+    if not isinstance(gxs, list | tuple):
+        raise TypeError(
+            f"backward of {func.label} returned {type(gxs).__name__}; it must return a "
+            "tuple with one gradient (an array, a Variable or None) per target input"
+        )
+    return tuple(gxs)
+
+
+def _check_gradient(func: FunctionNode, index: int, gx: Any, xp: Any) -> None:
+    """Raise unless ``gx`` is an array of ``xp``, the library of ``func``'s inputs
+    (or None: the data of a gradient graph not computed yet, see ``grad``)."""
+    if gx is None or _namespaces.get(gx.__class__) is xp:
+        return
+    if not is_array(gx):
+        raise TypeError(
+            f"backward of {func.label} returned {type(gx).__name__} as the gradient of "
+            f"input {index}; expected a {backend_name(xp)} array, a Variable or None"
+        )
+    other = raw_namespace(gx)
+    if other is not xp:
+        raise TypeError(
+            f"backward of {func.label} returned a {backend_name(other)} array as the "
+            f"gradient of input {index}, which is a {backend_name(xp)} array; return arrays of the "
+            "inputs' library"
+        )
+
+
+def _follow_data(node: VariableNode, gx: Any) -> Any:
+    """The gradient of a moved leaf, brought to where the leaf's data is now."""
+    var = node._variable()
+    if var is None or var._data is None:
+        return gx
+    return _extension.transfer.follow_data(gx, var._data)
+
+
+def _free(func: FunctionNode, keep: set[VariableNode]) -> None:
+    """After ``func``'s backward: drop its saved arrays and its outputs' buffers."""
+    func._saved_inputs = func._saved_outputs = None
+    for ref in func.outputs or ():
+        node = ref()
+        if node is not None and node not in keep and not node.persistent:
+            clear_node_data(node)
+
+
+def _cast(gx: Any, dtype: Any) -> Any:
+    """Cast a gradient to its input's dtype; a complex gradient of a real input keeps
+    its real part (the input can only move along the real axis), as torch does."""
+    xp = gx.__array_namespace__() if isinstance(gx, Variable) else raw_namespace(gx)
+    if xp.isdtype(gx.dtype, "complex floating") and not xp.isdtype(dtype, "complex floating"):
+        gx = xp.real(gx)
+    return xp.astype(gx, dtype)
+
+
+def _store_grad(node: VariableNode, g: Any) -> None:
+    var = node._variable()
+    if var is None:
+        return
+    held = var._grad_var
+    if held is not None and (held is g or held._data is g):
+        return  # the seed the user set, kept as it is (Chainer keeps the same object)
+    var._grad_var = _written[node] = g if isinstance(g, Variable) else Variable._new(g, False)
+
+
+# The gradients that backward wrote into the ``.grad`` of non-leaf Variables itself
+# (the ones it made up as a seed, and what retain_grad kept): there to be read, never
+# taken as the seed of a later backward, which would repeat an old seed, or one of a
+# library or device the graph's data has left since.
+_written: weakref.WeakKeyDictionary[VariableNode, Variable] = weakref.WeakKeyDictionary()

@@ -1,0 +1,171 @@
+"""``VariableNode``, the graph-side twin of a ``Variable``: creator, rank, shape and
+dtype, and a weak reference back to the Variable."""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from agnograd.backends._backend import Array
+from agnograd.backends._backend import label as _label
+from agnograd.core import _graph
+
+if TYPE_CHECKING:
+    from agnograd.core._function import FunctionNode
+    from agnograd.core._variable import Variable
+
+
+class VariableNode:
+    """The graph-side twin of a :class:`Variable`.
+
+    It holds the creator, the rank and, only when :meth:`retain_data` was called,
+    the data array; the Variable itself is reached through a weak reference so the
+    graph never keeps user-facing objects (or their arrays) alive.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> x = agnograd.Variable(np.ones(3, dtype=np.float32), name="x")
+    >>> y = x * 2
+    >>> y.node.creator_node.label, y.node.rank, y.node.label
+    ('MulConstant', 1, '(3), float32')
+    >>> y.node.get_variable() is y
+    True
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_consumers",
+        "_data",
+        "_variable",
+        "creator_node",
+        "dtype",
+        "moved",
+        "name",
+        "persistent",
+        "rank",
+        "requires_grad",
+        "shape",
+        "version",
+    )
+
+    def __init__(
+        self, variable: Variable, name: str | None = None, *, requires_grad: bool = True
+    ) -> None:
+        self._variable = weakref.ref(variable)
+        self.creator_node: FunctionNode | None = None
+        self._data: Any = None
+        self.name = name
+        self.requires_grad = bool(requires_grad)  # the engine looks its indexes up by it
+        self.rank = 0
+        data = variable._data
+        self.shape = None if data is None else tuple(data.shape)
+        self.dtype = None if data is None else data.dtype
+        self.persistent = False
+        # Set when the leaf's data moves after a graph used it (to_device, to_chx):
+        # the engine then brings its gradients to where the data is.
+        self.moved = False
+        # The version of the data's memory when the data was computed (see
+        # agnograd.core._versions): a later write into that memory makes it stale.
+        self.version = 0
+        # Weak references to the functions that take this node as an input
+        # (note_consumer), for nnabla's Variable.function_references.
+        self._consumers: list[weakref.ref[FunctionNode]] | None = None
+
+    @property
+    def creator(self) -> Any:
+        """The function that created this node: :attr:`creator_node`, or the old-style
+        :class:`~agnograd.Function` that node runs (Chainer's ``creator``)."""
+        node = self.creator_node
+        return getattr(node, "_creator_view", node)
+
+    @creator.setter
+    def creator(self, func: FunctionNode | None) -> None:
+        self.set_creator_node(func)
+
+    @property
+    def data(self) -> Array:
+        """The retained array, else the live Variable's array, else ``None``."""
+        if self._data is not None:
+            return self._data
+        var = self._variable()
+        return None if var is None else var._data
+
+    @property
+    def grad(self) -> Array:
+        """Gradient array of the corresponding Variable (``None`` if it is gone)."""
+        var = self._variable()
+        return None if var is None else var.grad
+
+    @property
+    def grad_var(self) -> Variable | None:
+        """Gradient Variable of the corresponding Variable (``None`` if it is gone)."""
+        var = self._variable()
+        return None if var is None else var._grad_var
+
+    @property
+    def label(self) -> str:
+        """Shape and dtype as short text, for example ``'(2, 5), float32'``."""
+        return _label(self.shape, self.dtype)
+
+    @property
+    def _rank(self) -> int:
+        """Chainer's private name of :attr:`rank`, which Chainer code reads and sets."""
+        return self.rank
+
+    @_rank.setter
+    def _rank(self, value: int) -> None:
+        self.rank = value
+
+    def get_variable(self) -> Variable:
+        """Return the Variable of this node, rebuilding one around the node if it is gone.
+
+        A rebuilt Variable shares this node (so it stays connected to the graph) and
+        holds the retained data.
+        """
+        var = self._variable()
+        if var is not None:
+            return var
+        # Variable's module imports this one, so Variable is imported where it is needed.
+        from agnograd.core._variable import Variable
+
+        var = Variable._from_node(self, self._data)
+        self._variable = weakref.ref(var)
+        _graph.edited()  # compiled plans give only live Variables their arrays
+        return var
+
+    def get_variable_or_none(self) -> Variable | None:
+        """Return the Variable of this node if it is still alive, else ``None``."""
+        return self._variable()
+
+    def retain_data(self) -> None:
+        """Keep a reference to the data array in the node itself."""
+        var = self._variable()
+        if var is None:
+            raise RuntimeError(
+                "VariableNode.retain_data: the Variable of this node is gone, so there is "
+                "no data to retain; call retain_data() while the Variable is alive"
+            )
+        self._data = var._data
+
+    def set_creator(self, creator: FunctionNode | None) -> None:
+        """Set the function node that created this node."""
+        self.set_creator_node(creator)
+
+    def set_creator_node(self, creator_node: FunctionNode | None) -> None:
+        """Set the function node that created this node (the node of an old-style
+        :class:`~agnograd.Function` given); its rank follows."""
+        creator_node = getattr(creator_node, "_node_view", creator_node)
+        _graph.edited()
+        self.creator_node = creator_node
+        if creator_node is not None:
+            self.rank = creator_node.rank + 1
+
+    def unchain(self) -> None:
+        """Forget the creator: backprop stops at this node."""
+        _graph.edited()
+        self.creator_node = None
+
+    def __repr__(self) -> str:
+        name = f" {self.name}" if self.name else ""
+        return f"<VariableNode{name} {self.label} rank={self.rank}>"

@@ -1,0 +1,233 @@
+"""The full matrices of :mod:`agnograd.functional` (its documentation is there):
+``torch.autograd.functional``'s :func:`jacobian`, by rows or by columns, and
+:func:`hessian`, the Jacobian of the gradient."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agnograd.core._config import eager_recording
+from agnograd.core._variable import Variable
+from agnograd.functions._namespace import namespace_of
+from agnograd.transforms._transforms import (
+    _STRATEGIES,
+    Arrays,
+    _as_tuple,
+    _is_complex,
+    _jacobian_by_columns,
+    _jacobian_by_rows,
+    _outputs,
+    _prepare,
+    _single_output,
+    _unpack,
+)
+
+
+def jacobian(
+    func: Callable[..., Any],
+    inputs: Arrays,
+    create_graph: bool = False,
+    strict: bool = False,
+    vectorize: bool = False,
+    strategy: str = "reverse-mode",
+) -> Any:
+    """The Jacobian of ``func`` at ``inputs``.
+
+    Parameters
+    ----------
+    func : callable
+        A Python function of Variables returning a Variable or a tuple of them.
+    inputs : array, Variable or tuple of them
+        The point; arrays of any array API library.
+    create_graph : bool
+        Return Variables whose graph reaches ``inputs``, so that Jacobians nest:
+        ``jacobian(lambda x: jacobian(f, x, create_graph=True), x)`` is the Hessian.
+    strict : bool
+        Raise if an output does not depend on an input. Otherwise that block is
+        zeros.
+    vectorize : bool
+        Accepted for torch's signature; agnograd has no batched backward (torch's
+        vmap), so the result and the cost are those of ``vectorize=False``.
+    strategy : {"reverse-mode", "forward-mode"}
+        Build the Jacobian by rows (one backward pass per output element) or by
+        columns (one per input element, through the double-backward trick).
+
+    Returns
+    -------
+    array or tuple
+        For one input and one output, an array of shape
+        ``output.shape + input.shape``; a tuple over the inputs or the outputs if
+        one of them is a tuple; a tuple (outputs) of tuples (inputs) if both are,
+        ``result[i][j]`` being the Jacobian of output ``i`` with respect to input
+        ``j``. Variables with ``create_graph=True``.
+
+    Notes
+    -----
+    Entry ``(k, l)`` of a block is the derivative of element ``k`` of the output
+    with respect to element ``l`` of the input. With complex numbers, by either
+    strategy:
+
+    - a complex output of a complex input: ``df/dz``, the complex derivative, the
+      function being taken to be holomorphic, as JAX's ``jacrev`` and ``jacfwd``
+      with ``holomorphic=True`` (and unlike torch, which refuses complex outputs).
+      Of a function that is not holomorphic (``conj``, ``z * conj(z)``) the result
+      is no derivative: ``df/dz + df/dconj(z)`` in forward mode (the derivative
+      along the real axis) and ``df/dz + conj(df/dconj(z))`` in reverse mode,
+      exactly what JAX's give; use :func:`jvp` or :func:`vjp`, exact for any
+      function, or return ``xp.real(f)`` and ``xp.imag(f)`` as two real outputs;
+    - a complex output of a real input: ``df/dx``;
+    - a real output of a complex input: the gradient ``backward()`` gives,
+      ``df/dRe z + i df/dIm z`` (as torch's ``jacobian``; the conjugate of JAX's).
+
+    Cost, with one forward pass of ``func`` in either strategy:
+
+    - ``"reverse-mode"``: one backward pass per element of each output that
+      depends on the inputs (none for an output that does not), two for a complex
+      output that reaches a real input;
+    - ``"forward-mode"``: one pass recorded with double backprop, then one pass per
+      element of each input, two for a complex input that reaches a real output.
+      It pays off when the inputs have fewer elements than the outputs. Unlike
+      torch, it needs no ``vectorize=True`` and works with ``strict`` and
+      ``create_graph``; its blocks have the outputs' dtype, as torch's (complex
+      where the input is).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from agnograd.functional import jacobian
+    >>> def f(x):
+    ...     return x ** 2
+    >>> jacobian(f, np.array([1.0, 2.0]))
+    array([[2., 0.],
+           [0., 4.]])
+    >>> jacobian(lambda x, y: (x * y, x + y), (np.array(2.0), np.array(3.0)))
+    ((array(3.), array(2.)), (array(1.), array(1.)))
+
+    The complex derivative ``2 z`` of ``z ** 2``, by either strategy:
+
+    >>> z = np.array([1.0 + 2.0j])
+    >>> jacobian(f, z), jacobian(f, z, strategy="forward-mode")
+    (array([[2.+4.j]]), array([[2.+4.j]]))
+    """
+    if strategy not in _STRATEGIES:
+        raise ValueError(
+            f"jacobian: strategy must be 'reverse-mode' or 'forward-mode', got {strategy!r}; "
+            "prefer 'forward-mode' when func has more output than input elements"
+        )
+    is_inputs_tuple, inputs = _as_tuple(inputs, "jacobian", "inputs")
+    with eager_recording():
+        xs = _prepare(inputs, is_inputs_tuple, "jacobian", create_graph)
+        is_outputs_tuple, outputs = _outputs(func(*xs), "jacobian", strict)
+        if strategy == "reverse-mode":
+            blocks = _jacobian_by_rows(outputs, xs, create_graph, strict)
+        else:
+            blocks = _jacobian_by_columns(outputs, xs, create_graph, strict)
+    return _unpack(blocks, (is_outputs_tuple, is_inputs_tuple))
+
+
+def hessian(
+    func: Callable[..., Any],
+    inputs: Arrays,
+    create_graph: bool = False,
+    strict: bool = False,
+    vectorize: bool = False,
+    outer_jacobian_strategy: str = "reverse-mode",
+) -> Any:
+    """The Hessian of a function ``func`` with one one-element output, at ``inputs``.
+
+    Parameters
+    ----------
+    func : callable
+        A Python function of Variables returning one Variable with one element.
+    inputs : array, Variable or tuple of them
+        The point; arrays of any array API library.
+    create_graph : bool
+        Return Variables whose graph reaches ``inputs``.
+    strict : bool
+        Raise if the output, or its gradient, does not depend on an input.
+        Otherwise those blocks are zeros.
+    vectorize : bool
+        Accepted for torch's signature; no effect (see :func:`jacobian`).
+    outer_jacobian_strategy : {"reverse-mode", "forward-mode"}
+        How the Jacobian of the gradient is built (see :func:`jacobian`).
+
+    Returns
+    -------
+    array or tuple of tuples of arrays
+        For one input, an array of shape ``input.shape + input.shape``; for a
+        tuple, ``result[i][j]`` is the block of inputs ``i`` and ``j``.
+
+    Raises
+    ------
+    TypeError
+        If the output is real and an input complex: the second derivatives of a
+        real function of complex ``z`` form the real Hessian in ``Re z`` and
+        ``Im z``, no complex matrix. :func:`hvp` and :func:`vhp` apply it to a
+        vector.
+
+    Notes
+    -----
+    The Jacobian of the gradient, as in torch, both in :func:`jacobian`'s
+    convention: for a complex output, holomorphic in its complex inputs, the
+    matrix of second complex derivatives ``d2f/dz_i dz_j`` (as JAX's ``hessian``
+    with ``holomorphic=True``). Cost: one forward pass, one backward pass recorded
+    with double backprop (the gradient), then one backward pass per input element,
+    each doubled for a complex output of real inputs (see :func:`jacobian`);
+    ``"forward-mode"`` adds a second recorded pass and gains nothing, since the
+    Hessian is square.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from agnograd.functional import hessian
+    >>> def f(x):
+    ...     xp = x.__array_namespace__()
+    ...     return xp.sum(x ** 3)
+    >>> hessian(f, np.array([1.0, 2.0]))
+    array([[ 6.,  0.],
+           [ 0., 12.]])
+    """
+    is_inputs_tuple, inputs = _as_tuple(inputs, "hessian", "inputs")
+    if outer_jacobian_strategy not in _STRATEGIES:
+        raise ValueError(
+            "hessian: outer_jacobian_strategy must be 'reverse-mode' or 'forward-mode', "
+            f"got {outer_jacobian_strategy!r}"
+        )
+
+    def scalar(*xs: Variable) -> Variable:
+        out = _single_output(func(*xs), "hessian", strict)
+        if not _is_complex(out):
+            for i, x in enumerate(xs):
+                if _is_complex(x):
+                    where = f"inputs[{i}]" if is_inputs_tuple else "inputs"
+                    raise TypeError(
+                        f"hessian: func's output is real but {where} is complex; the second "
+                        "derivatives of a real function of complex inputs are no complex "
+                        "matrix (they form the real Hessian in Re z and Im z): use hvp or "
+                        "vhp, which apply that Hessian to v, or pass the real and imaginary "
+                        "parts as real inputs"
+                    )
+        reshaped: Variable = namespace_of(out).reshape(out, ())
+        return reshaped
+
+    def gradient(*xs: Variable) -> tuple[Any, ...]:
+        jac = jacobian(scalar, xs, create_graph=True)
+        for i, g in enumerate(jac):
+            if strict and not g.requires_grad:
+                raise RuntimeError(
+                    f"hessian: the gradient with respect to input {i} does not depend on "
+                    "the inputs (func is linear in it); strict=True forbids this (pass "
+                    "strict=False to get zeros)"
+                )
+        return tuple(jac)
+
+    res = jacobian(
+        gradient,
+        inputs,
+        create_graph=create_graph,
+        strict=strict,
+        vectorize=vectorize,
+        strategy=outer_jacobian_strategy,
+    )
+    return _unpack(res, (is_inputs_tuple, is_inputs_tuple))
