@@ -37,7 +37,7 @@ def test_readme_has_exactly_the_two_setup_commands() -> None:
     (commands,) = fenced_blocks(README.read_text(), "console")
     assert commands.splitlines() == [
         "pip install -e . && python -m agnograd demo",
-        'pip install torch==2.13.0 && pip install -e ".[test]" && python -m pytest',
+        'pip install torch==2.13.0 && pip install -e ".[test]" && python -m pytest -n auto',
     ]
 
 
@@ -85,7 +85,8 @@ def test_ci_script_runs_the_readme_commands_in_fresh_venvs() -> None:
     assert demo == "pip install -e . && python -m agnograd demo"
     # PyTorch first and pinned: later installs then find it instead of a CUDA build.
     assert tests.index("pip install torch==2.13.0") < tests.index('pip install -e ".[test]"')
-    assert tests.endswith("python -m pytest")
+    # Parallel workers (pytest-xdist, in the test extra): one per core.
+    assert tests.endswith("python -m pytest -n auto")
 
 
 @pytest.mark.slow

@@ -90,3 +90,41 @@ def test_choosing_backends_loads_agnograd_profile_when_none_is_loaded(
     # The conformance suite runs with --agnograd-backend and follows the profile.
     monkeypatch.setenv("CI", "true")
     assert profile_in(project, "--agnograd-backend", "numpy") == "ci 10"
+
+
+COUNTING = """
+    from hypothesis import given, strategies as st
+
+    failures = []
+
+    @given(n=st.integers(0, 10**6))
+    def test_fails_above_ten(xp, n):
+        if n > 10:
+            failures.append(n)
+            print("FAILURES", len(failures), "LAST", n)
+            raise AssertionError("too large")
+"""
+
+
+def failing_runs(pytester: pytest.Pytester, backend: str) -> tuple[int, int]:
+    """How often the test failed before pytest reported it, and the reported value."""
+    result = pytester.runpytest_subprocess(
+        "-s", "-p", "no:cacheprovider", "--agnograd-backend", backend
+    )
+    assert result.ret == 1, result.stdout.str() + result.stderr.str()
+    last = [line.split() for line in result.outlines if line.startswith("FAILURES ")][-1]
+    return int(last[1]), int(last[3])
+
+
+def test_dask_reports_a_failure_without_shrinking_it(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("dask")
+    monkeypatch.setenv("CI", "true")  # the derandomized "ci" profile
+    project.makepyfile(test_counting=COUNTING)
+    # NumPy shrinks the failure to the smallest failing value; Dask reports the one
+    # found, after a single replay of it.
+    assert failing_runs(project, "numpy")[1] == 11
+    runs, value = failing_runs(project, "dask")
+    assert runs == 2
+    assert value > 11

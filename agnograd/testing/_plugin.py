@@ -24,6 +24,10 @@
   ``CI`` is true, ``local`` otherwise; or a profile's name), or, when
   ``--agnograd-backend`` is given and no profile was loaded yet, ``auto``.
   ``--hypothesis-profile`` always has the last word.
+- budgets per backend, under the profiles it loads: each example on Dask builds
+  and computes lazy graphs, so property tests there draw half the examples and do
+  not shrink a failure (it is reported as found, with its values and hypothesis's
+  blob to replay it), where shrinking could take minutes.
 
 Which backends are installed is decided without importing them; a backend's library
 is imported when the first test that uses it runs.
@@ -138,6 +142,46 @@ def pytest_configure(config: pytest.Config) -> None:
                 f"agnograd_hypothesis_profile = {profile}: {error} (register it in a "
                 "conftest.py, or use 'auto', 'ci' or 'local')"
             ) from None
+
+
+# Backend -> (share of the profile's examples, whether a failure is shrunk), for the
+# property tests of backends where each example is slow (see the module's docstring).
+_BUDGETS = {"dask": (0.5, False)}
+_PROFILES = ("ci", "local")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    test = getattr(item, "obj", None)
+    callspec = getattr(item, "callspec", None)
+    spec = callspec.params.get(_SPEC) if callspec is not None else None
+    budget = _BUDGETS.get(spec.name) if isinstance(spec, BackendSpec) else None
+    # hypothesis reads a test's settings from this attribute each time it runs
+    # (its own @settings decorator sets it); the test function is shared by the
+    # backends' parametrizations, so the budget is set for this call only.
+    attribute = "_hypothesis_internal_use_settings"
+    if budget is None or not hasattr(test, attribute):
+        return (yield)
+    from hypothesis import Phase, settings
+
+    if settings.get_current_profile_name() not in _PROFILES:
+        return (yield)  # a project's own profile: its settings are its own
+
+    before = getattr(test, attribute)
+    share, shrink = budget
+    setattr(
+        test,
+        attribute,
+        settings(
+            before,
+            max_examples=max(1, int(before.max_examples * share)),
+            phases=[p for p in before.phases if shrink or p is not Phase.shrink],
+        ),
+    )
+    try:
+        return (yield)
+    finally:
+        setattr(test, attribute, before)
 
 
 def _profile_to_load(config: pytest.Config, backends_chosen: bool) -> str | None:
