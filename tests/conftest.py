@@ -31,10 +31,23 @@ import pytest
 from agnograd import Adapter, Variable
 from agnograd.backends import _backend
 from agnograd.backends._adapter import DLPACK_CPU
+from agnograd.core import _fast
 
 # Two CPU devices for JAX, so that its multi-device tests run on any machine; the flag
 # is read once, when jax is first imported (nothing has imported it yet).
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+
+
+# AGNOGRAD_FAST_PATHS=0 runs every node through FunctionNode.apply, the general path
+# (tests/test_fast_paths.py runs the core's tests so).
+if os.environ.get("AGNOGRAD_FAST_PATHS") == "0":
+    _fast.set_enabled(False)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if _fast._enabled[0]:
+        return None
+    return "agnograd: fast paths off, every node runs FunctionNode.apply (the general path)"
 
 
 # The plugin's parameter of the xp/device/agnograd_backend fixtures (a BackendSpec).

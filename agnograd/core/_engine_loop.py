@@ -70,17 +70,22 @@ def _run(
     special = double or bool(MODE.get()[HOOKS])  # Variables for backward, or hooks
     restoring = bool(dropped)  # forward dropped saved arrays to recompute them
     keep = {node for node, _ in seeds} if clear_buffer else set()
-    checked: tuple[type, Any] = (type(None), None)  # the last gradient class found right
+    # The class of the last gradient found right, and the namespace it was found for.
+    checked_class: type = type(None)
+    checked_xp: Any = None
     for node, gy in (*seeds, *target_seeds):
         _add(grads, heap, order, relevant, node, gy)
+    plain = targets is None and not retain_grad  # an output's gradient is just taken
+    heappop = heapq.heappop
+    heappush = heapq.heappush
     while heap:
-        func = heapq.heappop(heap)[2]
+        func = heappop(heap)[2]
         in_nodes = func.inputs
         if in_nodes is None:
             raise RuntimeError(f"backward reached {func.label}, which was unchained")
         outputs: Any = func.outputs  # set with the inputs
         y = outputs[0]() if len(outputs) == 1 else None
-        if y is not None and targets is None and not retain_grad:  # the common case
+        if y is not None and plain:  # the common case
             gys: Any = grads.pop(y, None)
             gys = None if gys is None else (gys,)
         else:
@@ -134,9 +139,9 @@ def _run(
                 raw = gx
                 if double:
                     gx = Variable._new(gx, False)
-            if raw.__class__ is not checked[0] or xp is not checked[1]:
+            if raw.__class__ is not checked_class or xp is not checked_xp:
                 _check_gradient(func, i, raw, xp)  # of another library, or no array
-                checked = (raw.__class__, xp)
+                checked_class, checked_xp = raw.__class__, xp
             x = in_nodes[i]
             if x.moved:  # a leaf moved since the graph used it (to_device, to_chx)
                 gx = _follow_data(x, gx)
@@ -145,10 +150,13 @@ def _run(
             if gx.dtype is not x.dtype and gx.dtype != x.dtype:
                 gx = _cast(gx, x.dtype)
             prev = grads.get(x)
-            if prev is None:
-                _add(grads, heap, order, relevant, x, gx)
-            else:
+            if prev is not None:
                 grads[x] = prev + gx
+                continue
+            grads[x] = gx  # its first gradient: queue its creator (as _add does)
+            creator = x.creator_node
+            if creator is not None and (relevant is None or creator in relevant):
+                heappush(heap, (-creator.rank, next(order), creator))
         del gxs
     if targets is not None:
         collected.update((node, g) for node, g in grads.items() if node in targets)

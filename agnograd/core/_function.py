@@ -338,22 +338,20 @@ class FunctionNode:
                 f"{self.label}.apply: this node is already part of a graph (a node records "
                 "one application); create a new instance for each call"
             )
+        if len(outputs) == 1:
+            nodes = nodes if nodes.__class__ is tuple else tuple(nodes)
+            return (linked(self, nodes, arrays, outputs[0], rank, xp),)
         self.rank = rank
         self.inputs = nodes if nodes.__class__ is tuple else tuple(nodes)
         rank += 1
-        if len(outputs) == 1:
-            var = _new_variable(outputs[0], True, self, rank)
-            self.outputs = (_weakref(var._node),)
-            results: Any = (var,)
-        else:
-            results = []
-            refs = []
-            for y in outputs:
-                var = _new_variable(y, True, self, rank)
-                results.append(var)
-                refs.append(_weakref(var._node))
-            self.outputs = tuple(refs)
-            results = tuple(results)
+        made = []
+        refs = []
+        for y in outputs:
+            var = _new_variable(y, True, self, rank)
+            made.append(var)
+            refs.append(_weakref(var._node))
+        self.outputs = tuple(refs)
+        results = tuple(made)
         retain_in = self._retain_in
         if retain_in:  # all the inputs, in order, is the common case: no new tuple
             keep_all = retain_in == _IN_ORDER.get(len(arrays))
@@ -515,6 +513,38 @@ class FunctionNode:
 
 
 _IN_ORDER = {n: tuple(range(n)) for n in range(1, 9)}
+
+
+def linked(
+    func: FunctionNode,
+    nodes: tuple[VariableNode, ...],
+    arrays: tuple[Any, ...],
+    y: Any,
+    rank: int,
+    xp: Any,
+) -> Variable:
+    """Link ``func``, whose forward computed the one output ``y`` from ``arrays`` (of
+    the inputs ``nodes``, of namespace ``xp``, the largest rank ``rank``), into the
+    graph: its output Variable, and what it keeps for backward with their versions.
+    ``FunctionNode.apply`` and the fast paths of agnograd's own nodes share it."""
+    func.rank = rank
+    func.inputs = nodes
+    var = _new_variable(y, True, func, rank + 1)
+    func.outputs = (_weakref(var._node),)
+    retain_in = func._retain_in
+    if retain_in:  # all the inputs, in order, is the common case: no new tuple
+        keep_all = retain_in == _IN_ORDER.get(len(arrays))
+        func._saved_inputs = arrays if keep_all else tuple([arrays[i] for i in retain_in])
+    retain_out = func._retain_out
+    if retain_out:
+        func._saved_outputs = (y,) if retain_out == (0,) else tuple([(y,)[i] for i in retain_out])
+    # The versions of what it keeps, once some array was written in place, and
+    # always for a library that counts writes itself (PyTorch): agnograd.core._versions.
+    if (retain_in or retain_out) and (_written or xp not in _uncounted):
+        _record_versions(func, arrays[0])
+    if _graph_writes:
+        _versions.note_outputs((var,))
+    return var
 
 
 def _no_type_check(self: FunctionNode, in_types: Any) -> None:

@@ -100,12 +100,23 @@ def _version(array: Any) -> int:
 
 def of(arrays: tuple[Any, ...]) -> tuple[int, ...]:
     """The current versions of ``arrays``: the library's count where it keeps one."""
-    # Nodes save one or two arrays: build those tuples at once (no iterator).
-    n = len(arrays)
-    if n == 1:
-        return (_version(arrays[0]),)
-    if n == 2:
-        return (_version(arrays[0]), _version(arrays[1]))
+    # PyTorch's nodes all come here, with one or two arrays of one class: the count
+    # is read through the function found once for that class, without a frame per
+    # array; anything else goes through _version.
+    first = arrays[0]
+    cls = first.__class__
+    version = _version_of.get(cls)
+    if version is not None and cls in _adapter_cache:
+        n = len(arrays)
+        if n == 1:
+            v = version(first)
+            if v is not None:
+                return (v,)
+        elif n == 2 and arrays[1].__class__ is cls:
+            v = version(first)
+            w = version(arrays[1])
+            if v is not None and w is not None:
+                return (v, w)
     return tuple([_version(a) for a in arrays])
 
 

@@ -13,6 +13,7 @@ import array_api_compat
 
 from agnograd.backends._backend import SCALARS, raw_namespace
 from agnograd.core import _versions
+from agnograd.core._fast import apply1, apply2
 from agnograd.core._function import FunctionNode
 from agnograd.core._function import symbolic as _symbolic
 from agnograd.core._variable import Variable
@@ -223,11 +224,14 @@ class Unary(FunctionNode):
     rule: Rule
     compute: Callable[[Any, Any], Any] | None = None
 
-    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+    def forward1(self, xp: Any, x: Any) -> Any:
         compute = self.compute
         if compute is None:
-            return (getattr(self.xp, self.fn)(inputs[0]),)
-        return (compute(self.xp, inputs[0]),)
+            return getattr(xp, self.fn)(x)
+        return compute(xp, x)
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (self.forward1(self.xp, inputs[0]),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         gy = grad_outputs[0]
@@ -282,7 +286,7 @@ def unary(
     node = type(cls_name, (Unary,), attrs)
 
     def apply(x: Any, /) -> Variable:
-        return node().apply((x,))[0]
+        return apply1(node(), x)
 
     apply.__name__ = apply.__qualname__ = fn
     apply.__module__ = module
@@ -319,6 +323,13 @@ class Binary(FunctionNode):
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (getattr(self.xp, self.fn)(*self._fill(inputs)),)
+
+    def forward1(self, xp: Any, x: Any) -> Any:  # one array operand, one Python scalar
+        s1, s2 = self.operands
+        return getattr(xp, self.fn)(x, s2) if s1 is ARRAY else getattr(xp, self.fn)(s1, x)
+
+    def forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
+        return getattr(xp, self.fn)(x1, x2)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
@@ -358,8 +369,9 @@ def binary(
         s1, s2 = (x if type(x) in SCALARS else ARRAY for x in (x1, x2))
         if s1 is not ARRAY and s2 is not ARRAY:
             raise TypeError(f"{fn}: x1 and x2 are both Python scalars; make one of them an array")
-        arrays = tuple(x for x, s in ((x1, s1), (x2, s2)) if s is ARRAY)
-        return node(s1, s2).apply(arrays)[0]
+        if s1 is ARRAY and s2 is ARRAY:
+            return apply2(node(s1, s2), x1, x2)
+        return apply1(node(s1, s2), x1 if s1 is ARRAY else x2)
 
     apply.__name__ = apply.__qualname__ = fn
     apply.__module__ = module

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from agnograd.backends._abstract import register_elementwise
 from agnograd.backends._backend import SCALARS
+from agnograd.core._fast import apply1, apply2
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.functions._binary import ROWS as BINARY_ROWS
@@ -54,6 +55,9 @@ ROWS = Rows(__name__)
 
 class Add(FunctionNode):
     broadcasts = True
+
+    def forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
+        return x1 + x2
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] + inputs[1],)
@@ -72,6 +76,9 @@ class WithScalar(FunctionNode):
 
 
 class AddConstant(WithScalar):
+    def forward1(self, xp: Any, x: Any) -> Any:
+        return x + self.value
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] + self.value,)
 
@@ -81,6 +88,9 @@ class AddConstant(WithScalar):
 
 class Sub(FunctionNode):
     broadcasts = True
+
+    def forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
+        return x1 - x2
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] - inputs[1],)
@@ -105,6 +115,9 @@ class Mul(FunctionNode):
 
     _retain_in = (0, 1)
 
+    def forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
+        return x1 * x2
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] * inputs[1],)
 
@@ -120,6 +133,9 @@ class Mul(FunctionNode):
 
 
 class MulConstant(WithScalar):
+    def forward1(self, xp: Any, x: Any) -> Any:
+        return x * self.value
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] * self.value,)
 
@@ -131,6 +147,9 @@ class Div(FunctionNode):
     broadcasts = True
 
     _retain_in = (0, 1)
+
+    def forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
+        return x1 / x2
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] / inputs[1],)
@@ -147,6 +166,9 @@ class Div(FunctionNode):
 
 class DivConstant(WithScalar):
     """``x / value``."""
+
+    def forward1(self, xp: Any, x: Any) -> Any:
+        return x / self.value
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] / self.value,)
@@ -175,6 +197,9 @@ class Pow(FunctionNode):
     broadcasts = True
 
     _retain_in = (0, 1)
+
+    def forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
+        return x1**x2
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] ** inputs[1],)
@@ -210,6 +235,9 @@ class PowConstant(WithScalar):
     """``x ** value``."""
 
     _retain_in = (0,)
+
+    def forward1(self, xp: Any, x: Any) -> Any:
+        return x**self.value
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (inputs[0] ** self.value,)
@@ -259,11 +287,13 @@ def _operator(
 ) -> Any:
     """The operator that applies ``node``, or ``scalar_node(x2)`` (``-x2`` with
     ``negate``) when ``x2`` is a Python scalar."""
+    assert hasattr(node, "forward2"), node  # the fast paths (agnograd.core._fast)
+    assert hasattr(scalar_node, "forward1"), scalar_node
 
     def apply(x1: Any, x2: Any, /) -> Variable:
         if type(x2) in SCALARS:
-            return scalar_node(-x2 if negate else x2).apply((x1,))[0]
-        return node().apply((x1, x2))[0]
+            return apply1(scalar_node(-x2 if negate else x2), x1)
+        return apply2(node(), x1, x2)
 
     return apply
 

@@ -1,0 +1,296 @@
+"""agnograd's own nodes of one or two inputs run through a fast path
+(``agnograd.core._fast``) that must be indistinguishable from ``FunctionNode.apply``.
+
+Each elementwise row, operator and scalar operator is run both ways on the same
+inputs (hypothesis draws shapes and values): the outputs, the graph recorded (node
+class, rank, inputs, what is kept for backward) and the first- and second-order
+gradients must be the same. Every case the fast path leaves to ``apply`` (hooks,
+debug mode, define-then-run, in-place writes, type checks, raw arrays, mixed
+libraries) is checked to still get ``apply``'s behaviour. ``test_core_on_the_
+general_path`` runs the core's own tests with the fast paths switched off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import agnograd
+import agnograd.functions as F
+from agnograd.core import _fast
+from agnograd.functions import _binary, _unary
+from agnograd.type_check import InvalidType
+
+ROOT = Path(__file__).resolve().parent.parent
+
+UNARY = {
+    name: (row.function, row.domain[0])
+    for name, row in _unary.ROWS.rows.items()
+    if row.differentiable and isinstance(row.domain, tuple)
+}
+BINARY = {
+    name: (row.function, row.domain)
+    for name, row in _binary.ROWS.rows.items()
+    if row.differentiable and isinstance(row.domain, tuple)
+}
+OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": lambda a, b: a / b,
+    "**": lambda a, b: a**b,
+}
+
+
+@pytest.fixture
+def general_path() -> Iterator[Callable[[bool], None]]:
+    """``switch(False)`` sends agnograd's own nodes through ``apply``; restored after."""
+    yield _fast.set_enabled
+    _fast.set_enabled(True)
+
+
+@contextlib.contextmanager
+def _switched(enabled: bool) -> Iterator[None]:
+    _fast.set_enabled(enabled)
+    try:
+        yield
+    finally:
+        _fast.set_enabled(True)
+
+
+def _values(interval: Any, shape: tuple[int, ...], seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    v = rng.uniform(interval.low, interval.high, shape)
+    if interval.both_signs:
+        v *= rng.choice([-1.0, 1.0], shape)
+    return v
+
+
+def _graph(y: agnograd.Variable) -> tuple[Any, ...]:
+    """What the graph recorded for ``y``: its node's class, ranks and kept arrays."""
+    f = y.creator_node
+    if f is None:
+        return (None, y.node.rank, y.requires_grad)
+    kept = tuple(np.asarray(a).tolist() for a in (f._saved_inputs or ()) + (f._saved_outputs or ()))
+    return (type(f), f.rank, y.node.rank, tuple(n.rank for n in f.inputs), kept, f.xp)
+
+
+def _run_both(make: Callable[[], tuple[list[Any], Any]]) -> list[tuple[Any, ...]]:
+    """``make()`` (leaves, output) on each path: what each path gives, to compare."""
+    results = []
+    for enabled in (True, False):
+        with _switched(enabled):
+            leaves, y = make()
+            record = [np.asarray(y.array).tolist(), _graph(y)]
+            gs = agnograd.grad([F.sum(y * y)], leaves, enable_double_backprop=True)
+            record.append([None if g is None else np.asarray(g.array).tolist() for g in gs])
+            second = [g for g in gs if g is not None and g.requires_grad]
+            if second:
+                g2 = agnograd.grad([F.sum(sum(second[1:], second[0]))], leaves)
+                record.append([None if g is None else np.asarray(g.array).tolist() for g in g2])
+        results.append(tuple(str(r) for r in record))
+    return results
+
+
+shapes = st.sampled_from([(), (1,), (3,), (2, 3)])
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+@settings(max_examples=3, deadline=None)
+@given(shape=shapes, seed=st.integers(0, 2**16))
+def test_unary_rows_are_the_same_on_both_paths(
+    backend: Any, name: str, shape: tuple[int, ...], seed: int
+) -> None:
+    function, interval = UNARY[name]
+    values = _values(interval, shape, seed)
+
+    def make() -> tuple[list[Any], Any]:
+        x = backend.variable(values, "float64")
+        return [x], function(x)
+
+    fast, general = _run_both(make)
+    assert fast == general
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+@settings(max_examples=3, deadline=None)
+@given(shape=shapes, seed=st.integers(0, 2**16), scalar=st.sampled_from([None, 0, 1]))
+def test_binary_rows_are_the_same_on_both_paths(
+    backend: Any,
+    name: str,
+    shape: tuple[int, ...],
+    seed: int,
+    scalar: int | None,
+) -> None:
+    function, (d1, d2) = BINARY[name]
+    v1, v2 = _values(d1, shape, seed), _values(d2, shape, seed + 1)
+
+    def make() -> tuple[list[Any], Any]:
+        x1 = backend.variable(v1, "float64")
+        x2 = backend.variable(v2, "float64")
+        if scalar is None:
+            return [x1, x2], function(x1, x2)
+        if scalar == 0:  # a Python scalar on the left
+            return [x2], function(float(v1.flat[0]), x2)
+        return [x1], function(x1, float(v2.flat[0]))
+
+    fast, general = _run_both(make)
+    assert fast == general
+
+
+@pytest.mark.parametrize("op", sorted(OPERATORS))
+@pytest.mark.parametrize("other", ["variable", "scalar", "constant", "broadcast"])
+def test_operators_are_the_same_on_both_paths(backend: Any, op: str, other: str) -> None:
+    apply = OPERATORS[op]
+    a = np.array([[0.5, 1.5, 2.0], [1.25, 0.75, 1.0]])
+
+    def make() -> tuple[list[Any], Any]:
+        x = backend.variable(a, "float64")
+        if other == "scalar":
+            return [x], apply(x, 1.5)
+        if other == "broadcast":
+            w = backend.variable(a[0] + 0.5, "float64")
+            return [x, w], apply(x, w)
+        w = backend.variable(a + 0.5, "float64", requires_grad=other == "variable")
+        return [x, w], apply(x, w)
+
+    fast, general = _run_both(make)
+    assert fast == general
+
+
+def test_the_fast_path_runs_and_can_be_switched_off(
+    monkeypatch: pytest.MonkeyPatch, general_path: Any
+) -> None:
+    calls = []
+    apply = agnograd.FunctionNode.apply
+
+    def counting(self: Any, inputs: Any) -> Any:
+        calls.append(type(self).__name__)
+        return apply(self, inputs)
+
+    monkeypatch.setattr(agnograd.FunctionNode, "apply", counting)
+    x = agnograd.Variable(np.array([1.0, 2.0]))
+    F.tanh(x) * 2.0 + x
+    assert calls == []  # three nodes, none through apply
+    general_path(False)
+    F.tanh(x) * 2.0 + x
+    assert calls == ["Tanh", "MulConstant", "Add"]
+
+
+class _Recorder(agnograd.FunctionHook):
+    name = "Recorder"
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def forward_preprocess(self, function: Any, in_data: Any) -> None:
+        self.seen.append(function.label)
+
+
+def test_hooks_see_every_node() -> None:
+    x = agnograd.Variable(np.array([1.0, 2.0]))
+    with _Recorder() as hook:
+        F.exp(F.tanh(x) * 2.0 + x) - 1.0
+    assert hook.seen == ["Tanh", "MulConstant", "Add", "Exp", "AddConstant"]
+
+
+def test_debug_mode_still_checks_the_outputs() -> None:
+    x = agnograd.Variable(np.array([np.nan, 4.0]))
+    with agnograd.using_config("debug", True), pytest.raises(RuntimeError, match="NaN"):
+        F.tanh(x)
+
+
+def test_define_then_run_defers_the_nodes() -> None:
+    x = agnograd.Variable(np.array([1.0, 2.0]))
+    with agnograd.auto_forward(False):
+        y = F.tanh(x) * 2.0 + x
+    assert y.array is None
+    y.forward()
+    np.testing.assert_allclose(y.array, np.tanh([1.0, 2.0]) * 2 + [1.0, 2.0])
+
+
+def test_no_backprop_mode_records_nothing() -> None:
+    x = agnograd.Variable(np.array([1.0, 2.0]))
+    with agnograd.no_backprop_mode():
+        y = F.tanh(x) * 2.0 + x
+    assert y.creator_node is None
+    assert not y.requires_grad
+
+
+def test_a_write_in_place_is_still_caught() -> None:
+    x = agnograd.Variable(np.array([1.0, 2.0, 3.0]))
+    h = x * 1.0
+    a = h[0:2]
+    h[1] = 10.0  # a write into a's memory through its base: a's graph no longer holds
+    with pytest.raises(RuntimeError, match="changed by a write"):
+        F.exp(a)
+
+
+def test_errors_are_the_same_on_both_paths(general_path: Any) -> None:
+    a = agnograd.Variable(np.ones(3))
+    b = agnograd.Variable(np.ones(4))
+    messages = []
+    for enabled in (True, False):
+        general_path(enabled)
+        with pytest.raises(InvalidType) as info:
+            a + b
+        messages.append(str(info.value))
+        with pytest.raises(TypeError, match=r"different array libraries|mix") as mixed:
+            a * agnograd.Variable(pytest.importorskip("torch").ones(3, dtype=float))
+        messages.append(str(mixed.value))
+    assert messages[:2] == messages[2:]
+
+
+def test_raw_arrays_and_parameters_take_the_general_path() -> None:
+    p = agnograd.Parameter(np.array([1.0, 2.0]))
+    raw = np.array([3.0, 4.0])
+    y = F.tanh(p) * raw + raw
+    y.grad = np.ones(2)
+    y.backward()
+    np.testing.assert_allclose(p.grad, raw * (1 - np.tanh([1.0, 2.0]) ** 2))
+
+
+def test_a_subclass_with_a_type_check_is_checked() -> None:
+    class Checked(F.tanh.node):  # type: ignore[name-defined,misc]
+        def check_type_forward(self, in_types: Any) -> None:
+            agnograd.type_check.expect(in_types[0].ndim == 2)
+
+    x = agnograd.Variable(np.ones(3))
+    with pytest.raises(InvalidType, match="ndim == 2"):
+        agnograd.core._fast.apply1(Checked(), x)
+
+
+@pytest.mark.slow
+def test_core_on_the_general_path() -> None:
+    """The core's tests pass with every node going through ``FunctionNode.apply``."""
+    files = [
+        "test_core.py",
+        "test_engine.py",
+        "test_function_node.py",
+        "test_operators.py",
+        "test_versions.py",
+        "test_inplace.py",
+        "test_variable.py",
+        "test_chainer_core.py",
+    ]
+    command = ["-m", "pytest", "-x", "-p", "no:cacheprovider", *(f"tests/{f}" for f in files)]
+    result = subprocess.run(
+        [sys.executable, *command],
+        cwd=ROOT,
+        env={**os.environ, "AGNOGRAD_FAST_PATHS": "0"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "general path" in result.stdout  # the run said so in its header
