@@ -86,6 +86,8 @@ def test_timing_benchmark_runs(outputs: dict[str, Any], name: str) -> None:
     assert rec["quick"] is True
     timings = rec["us_per_op_median" if name == "overhead" else "ms_per_step_median"]
     assert expected_contestants() <= set(timings)
+    if name == "overhead" and importlib.util.find_spec("jax") is not None:
+        assert "jax-eager" in timings
     assert all(t > 0 for t in timings.values())
     assert any(r["ratio"] == "agnograd-numpy / hand-numpy" for r in rec["ratios"])
 

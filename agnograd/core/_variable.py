@@ -422,7 +422,7 @@ def _new_variable(data: Any, requires_grad: bool, creator: Any, rank: int) -> Va
     node.name = None
     node.requires_grad = requires_grad
     node.rank = rank
-    node.shape = shape if shape.__class__ is tuple else tuple(shape)
+    node.shape = shape if isinstance(shape, tuple) else tuple(shape)  # torch.Size is one
     node.dtype = data.dtype
     node.persistent = False
     node.moved = False
