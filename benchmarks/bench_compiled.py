@@ -11,6 +11,9 @@ NumPy measured in the same rounds.
 - chain: ``bench_overhead``'s 200-op chain (25 blocks of ``tanh, *0.5, exp, -1.0,
   *w, +x, sin, +b``) on (8,) float64, forward and backward. Target: compiled at
   most 1.3x hand-written NumPy.
+- chain on torch: the same chain on float64 torch tensors, against it written by
+  hand with torch, and torch.autograd. Target: compiled at most 1.5x the
+  hand-written torch.
 - mlp: ``bench_mlp``'s step, 784-1024-1024-10, batch 256, float32. Target: compiled
   at most 1.02x hand-written NumPy.
 
@@ -39,7 +42,7 @@ import agnograd
 import agnograd.functions as F
 from agnograd.static._compiled import compile as compile_graph
 
-TARGETS = {"chain": 1.3, "mlp": 1.02}
+TARGETS = {"chain": 1.3, "chain on torch": 1.5, "mlp": 1.02}
 
 
 def reruns(y: Any, variables: list[Any]) -> dict[str, Callable[[], Any]]:
@@ -89,6 +92,28 @@ def chain_steps(blocks: int) -> dict[str, Callable[[], Any]]:
     }
 
 
+def torch_chain_steps(torch: Any, blocks: int) -> dict[str, Callable[[], Any]]:
+    """The chain on float64 torch tensors: by hand with torch (the reference of the
+    report's ratios), torch.autograd, eager agnograd, its walk and its plans."""
+    rng = np.random.default_rng(0)
+    x = torch.tensor(rng.uniform(-1.0, 1.0, bench_overhead.SIZE))
+    w = torch.tensor(rng.uniform(0.5, 1.5, bench_overhead.SIZE))
+    seed = torch.ones(bench_overhead.SIZE, dtype=torch.float64)
+    xv = agnograd.Variable(x)
+    wv = agnograd.Variable(w)
+    with agnograd.auto_forward(False):
+        y = bench_overhead.chain(xv, xv, wv, F.tanh, F.exp, F.sin, blocks)
+    y.grad = seed
+    return {
+        "hand-torch": bench_overhead.hand_numpy(x, w, seed, blocks, torch),
+        "torch.autograd": bench_overhead.torch_step(
+            torch, x.numpy(), w.numpy(), seed.numpy(), blocks
+        ),
+        "eager": bench_overhead.agnograd_step(x, w, seed, blocks),
+        **reruns(y, [xv, wv]),
+    }
+
+
 def mlp_steps(quick: bool) -> dict[str, Callable[[], Any]]:
     """hand-numpy, eager, static and compiled MLP steps, returning the gradients."""
     sizes = bench_mlp.QUICK_SIZES if quick else bench_mlp.SIZES
@@ -106,7 +131,7 @@ def mlp_steps(quick: bool) -> dict[str, Callable[[], Any]]:
 
 
 def check(steps: dict[str, Callable[[], Any]], rtol: float, grads: Callable[[Any], Any]) -> None:
-    want = grads(steps["hand-numpy"]())
+    want = grads(next(iter(steps.values()))())  # the hand-written step comes first
     for name, step in steps.items():
         _harness.check_close(name, grads(step()), want, rtol=rtol)
 
@@ -114,11 +139,13 @@ def check(steps: dict[str, Callable[[], Any]], rtol: float, grads: Callable[[Any
 def measure(
     name: str, steps: dict[str, Callable[[], Any]], rounds: int, batch: float
 ) -> dict[str, Any]:
+    """Time ``steps`` (the hand-written one first: the reference of the ratios)."""
+    hand = next(iter(steps))
     times = _harness.interleaved(steps, rounds=rounds, batch_seconds=batch, warm_up=True)
-    ratios = {k: _harness.ratios(times, k, "hand-numpy") or [] for k in steps}
+    ratios = {k: _harness.ratios(times, k, hand) or [] for k in steps}
     planned = ("static", "compiled")  # both run a plan: the targets are theirs
-    pairs = [(k, "hand-numpy", TARGETS[name] if k in planned else None) for k in steps]
-    pairs[0] = ("static", "static walk", None)  # instead of hand-numpy / hand-numpy
+    pairs = [(k, hand, TARGETS[name] if k in planned else None) for k in steps]
+    pairs[0] = ("static", "static walk", None)  # instead of hand / hand
     summary = _harness.ratio_summary(times, pairs)
     rows = [
         [k, statistics.median(times[k]) * 1e6, min(times[k]) * 1e6, statistics.median(ratios[k])]
@@ -164,6 +191,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.profile:
         print("\ncProfile of the compiled chain:")
         profile(chain["compiled"], 2000)
+    torch = _harness.torch_single_thread()
+    if torch is not None and "torch" not in _harness.skipped(args):
+        on_torch = torch_chain_steps(torch, blocks)
+        check(on_torch, 1e-12, lambda r: [a.numpy() for a in r])
+        print("\nThe same chain on float64 torch tensors, against it written with torch")
+        record["chain on torch"] = measure("chain on torch", on_torch, args.rounds, batch)
     if not args.no_mlp:
         mlp = mlp_steps(args.quick)
         check(mlp, 1e-4, lambda r: r[1] if isinstance(r, tuple) else r)

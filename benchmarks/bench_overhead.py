@@ -63,34 +63,36 @@ def chain(h: Any, x: Any, w: Any, tanh: Any, exp: Any, sin: Any, blocks: int) ->
     return h
 
 
-def hand_forward(x: np.ndarray, w: np.ndarray, blocks: int) -> tuple[np.ndarray, list[Any]]:
-    """The chain's forward written by hand, keeping what the backward needs."""
+def hand_forward(x: Any, w: Any, blocks: int, lib: Any = np) -> tuple[Any, list[Any]]:
+    """The chain's forward written by hand with ``lib`` (NumPy, or torch on its
+    tensors), keeping what the backward needs."""
     saved = []
     h = x
     for _ in range(blocks):
-        a = np.tanh(h)
+        a = lib.tanh(h)
         b = a * 0.5
-        c = np.exp(b)
+        c = lib.exp(b)
         d = c - 1.0
         e = d * w
         f = e + x
-        g = np.sin(f)
+        g = lib.sin(f)
         h = g + b
         saved.append((a, c, d, f))
     return h, saved
 
 
-def hand_numpy(x: np.ndarray, w: np.ndarray, seed: np.ndarray, blocks: int) -> Callable[[], Any]:
-    """The chain written by hand: forward keeps what the backward needs."""
+def hand_numpy(x: Any, w: Any, seed: Any, blocks: int, lib: Any = np) -> Callable[[], Any]:
+    """The chain written by hand: forward keeps what the backward needs (``lib``: as
+    in :func:`hand_forward`)."""
 
-    def step() -> tuple[np.ndarray, np.ndarray]:
-        _, saved = hand_forward(x, w, blocks)
-        gx = np.zeros_like(x)
-        gw = np.zeros_like(w)
+    def step() -> tuple[Any, Any]:
+        _, saved = hand_forward(x, w, blocks, lib)
+        gx = lib.zeros_like(x)
+        gw = lib.zeros_like(w)
         gh = seed
         for a, c, d, f in reversed(saved):
             # h = g + b: both get gh; g = sin(f); f = e + x; e = d * w; d = c - 1
-            gf = gh * np.cos(f)
+            gf = gh * lib.cos(f)
             gx += gf
             gw += gf * d
             gc = gf * w

@@ -592,3 +592,61 @@ def test_a_leaf_gone_after_the_plan_was_made_takes_nothing_and_stops_nothing():
         y.forward()
         y.backward()
         np.testing.assert_allclose(x.grad, np.cos([1.0, 2.0]) * [3.0, 4.0])
+
+
+# -- libraries that count writes (PyTorch): the plan's own steps check versions ------
+
+
+def _torch_chain(torch: Any) -> tuple[Variable, Variable, Variable, Variable]:
+    """A define-then-run chain of the plan's own steps (unary rows, scalar and
+    elementwise operators) on float64 tensors: x, w, tanh(x) (which its node keeps
+    for its backward) and the loss."""
+    x = Variable(torch.tensor([0.3, -0.7, 1.1], dtype=torch.float64))
+    w = Variable(torch.tensor([1.5, 0.5, -1.0], dtype=torch.float64))
+    with agnograd.auto_forward(False):
+        t = F.tanh(x)
+        y = F.sum(F.exp(t * 0.5 * w) + x)
+    return x, w, t, y
+
+
+@pytest.mark.parametrize("target", ["leaf", "intermediate"])
+@pytest.mark.parametrize("plan_kind", ["compile", "replay"])
+def test_a_torch_plan_refuses_a_kept_tensor_written_in_place(plan_kind: str, target: str) -> None:
+    torch = pytest.importorskip("torch")
+    x, w, t, y = _torch_chain(torch)
+    want_x = want_w = None
+    for _ in range(3):  # runs by the walk, then by the plan: the same gradients
+        x.cleargrad()
+        w.cleargrad()
+        if plan_kind == "compile":
+            plan = compile_graph(y)
+            plan.run()
+        else:
+            y.forward()
+            y.backward()
+        if want_x is None:
+            want_x, want_w = x.grad.clone(), w.grad.clone()
+        torch.testing.assert_close(x.grad, want_x)
+        torch.testing.assert_close(w.grad, want_w)
+    if plan_kind == "compile":
+        plan.forward()
+    else:
+        y.forward()
+        assert _replay._replays[y.node].waiting is not None  # the plan ran the forward
+    # behind agnograd's back, into a tensor a node kept: the leaf w (which the
+    # product with w keeps) or tanh's output
+    (w if target == "leaf" else t).array.mul_(2.0)
+    backward = plan.backward if plan_kind == "compile" else y.backward
+    with pytest.raises(RuntimeError, match="was overwritten in place after the forward used it"):
+        backward()
+
+
+def test_the_engine_checks_the_versions_a_torch_plan_recorded() -> None:
+    torch = pytest.importorskip("torch")
+    x, w, _, y = _torch_chain(torch)
+    for _ in range(3):
+        y.forward()
+    w.array.add_(1.0)
+    # agnograd.grad walks the graph with the engine, after the plan's forward
+    with pytest.raises(RuntimeError, match="was overwritten in place after the forward used it"):
+        agnograd.grad([y], [x, w])

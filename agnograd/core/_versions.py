@@ -37,8 +37,8 @@ versions: dict[int, int] = {}
 #: Namespaces of libraries that keep no write counter of their own, learned from
 #: the arrays nodes save: while ``versions`` is empty their nodes record nothing.
 uncounted: set[Any] = set()
-# Namespaces of libraries that do (PyTorch): their nodes always record.
-_counted: set[Any] = set()
+#: Namespaces of libraries that do (PyTorch): their nodes always record.
+counted: set[Any] = set()
 
 # type(array) -> the library's write count (None: it keeps none), else agnograd's
 # count of its memory. PyTorch's nodes all record, so this is a hot path.
@@ -126,10 +126,10 @@ def record(
     """The versions a node of namespace ``xp`` that saved these arrays keeps (``None``
     when it saved none); ``sample``, an array of ``xp``, tells whether the library
     counts writes itself, the first time ``xp`` is seen."""
-    if xp not in _counted and xp not in uncounted:
+    if xp not in counted and xp not in uncounted:
         adapter = adapter_for(sample)
         counts = adapter is not None and adapter.write_count is not None
-        (_counted if counts else uncounted).add(xp)
+        (counted if counts else uncounted).add(xp)
     if not (saved_inputs or saved_outputs):
         return None
     return (of(saved_inputs) if saved_inputs else (), of(saved_outputs) if saved_outputs else ())

@@ -51,6 +51,7 @@ from agnograd.static._compiled_steps import (
     _publish_code,
     accumulate_into_leaves,
     run_backward,
+    version_steps,
 )
 from agnograd.static._define_then_run import count_forward, forward_all
 from agnograd.static._recompute import _marked
@@ -525,6 +526,19 @@ class CompiledGraph:
         self._bare = [n for _, n in published if n._variable() is None] + [
             n for n in leaves if n.requires_grad and n._variable() is None
         ]
+        # The plan's own steps on a library that counts writes (PyTorch) record and
+        # check the versions of what their nodes keep, as those nodes would.
+        savers = [
+            (f, tuple([slot_of[x] for x in _kept(f.inputs, f._retain_in)]),
+             tuple([slot_of[y] for y in _kept([r() for r in f.outputs or ()], f._retain_out)]))
+            for f in funcs
+            if own[f] and f.xp in _versions.counted and (f._retain_in or f._retain_out)
+        ]  # fmt: skip
+        if savers:
+            run_back = set(order) if keep != CLEAR else set()
+            record, check = version_steps(savers, run_back, keep != ALIVE)
+            forward.append(([f"{bind(record)}(buf)"], []))
+            backward.insert(0, ([f"{bind(check)}(buf, g)"], []))
         forward.append((_publish_code(published, bind), []))
         self._runs_rules = not all(own[f] for f in order)
         self._forward_code, forward_source = _code("forward", "buf", forward, env)
@@ -533,6 +547,10 @@ class CompiledGraph:
         self.source = forward_source + "\n" + backward_source
         self._clear(backward=False)  # no stale arrays: the plan holds them now
         self._lowered = lower(self)  # on JAX: the code above as XLA programs
+
+
+def _kept(nodes: Any, indexes: tuple[int, ...]) -> list[Any]:
+    return [nodes[i] for i in indexes]
 
 
 def _signature(leaves: list[VariableNode], datas: list[Any]) -> tuple[Any, ...]:

@@ -103,13 +103,53 @@ def _code(
 
 def _plain(func: FunctionNode) -> bool:
     """Whether ``func`` may get a step of its own: one of agnograd's classes, on a
-    library that keeps no write counts (whose nodes record no versions)."""
+    library whose write counting is known (PyTorch's nodes get their versions from
+    :func:`version_steps`)."""
+    xp = func.xp
     return (
         not func._local_hooks
         and not func._defined_outside
-        and func.xp in _versions.uncounted
+        and (xp in _versions.uncounted or xp in _versions.counted)
         and all(n.shape is not None for n in func.inputs or ())
     )
+
+
+def version_steps(
+    savers: list[tuple[FunctionNode, tuple[int, ...], tuple[int, ...]]],
+    checked: set[FunctionNode],
+    in_node: bool,
+) -> tuple[Step, Step]:
+    """The plan's version counting, for its own steps on a library that counts writes
+    (PyTorch): ``record(buf)`` after the forward takes the versions of what each node
+    of ``savers`` (node, slots of the inputs it keeps, of the outputs) keeps, as the
+    node's own forward would (into the node too, with ``in_node``, for the engine);
+    ``check(buf, g)`` before the backward raises the engine's error for an array
+    kept by a node of ``checked`` (those whose backward the plan runs) that was
+    written in place since."""
+    recorded: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    of = _versions.of
+
+    def record(buf: list[Any]) -> None:
+        recorded.clear()
+        for func, ins, outs in savers:
+            versions = (
+                of(tuple([buf[k] for k in ins])) if ins else (),
+                of(tuple([buf[k] for k in outs])) if outs else (),
+            )
+            recorded.append(versions)
+            if in_node:
+                func._saved_versions = versions
+
+    def check(buf: list[Any], g: list[Any]) -> None:
+        for (func, ins, outs), (before_in, before_out) in zip(savers, recorded, strict=True):
+            if func not in checked:
+                continue
+            if ins:
+                _versions.check(func, "input", tuple([buf[k] for k in ins]), before_in)
+            if outs:
+                _versions.check(func, "output", tuple([buf[k] for k in outs]), before_out)
+
+    return record, check
 
 
 def _forward_code(
