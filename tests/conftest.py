@@ -45,7 +45,7 @@ if os.environ.get("AGNOGRAD_FAST_PATHS") == "0":
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
-    if _fast._enabled[0]:
+    if _fast.enabled:
         return None
     return "agnograd: fast paths off, every node runs FunctionNode.apply (the general path)"
 

@@ -22,19 +22,20 @@ from agnograd.core._function_checks import _forward_failed, _output_tuple
 from agnograd.core._variable import Variable, _new_variable
 
 _graph_writes = _versions.graph_writes
-#: Whether the fast paths run (a list, so that switching needs no global statement).
-_enabled = [True]
+#: Whether the fast paths run (see :func:`set_enabled`).
+enabled = True
 
 
-def set_enabled(enabled: bool) -> None:
+def set_enabled(on: bool) -> None:
     """Run agnograd's own nodes through the fast paths (the default) or, with False,
     through ``FunctionNode.apply`` alone, as user-defined nodes run."""
-    _enabled[0] = bool(enabled)
+    global enabled
+    enabled = bool(on)
 
 
 def apply1(func: Any, x: Any) -> Variable:
     """``func.apply((x,))[0]``, in one call where it can (see the module's docstring)."""
-    if x.__class__ is Variable and not _graph_writes and not func._checks_types and _enabled[0]:
+    if x.__class__ is Variable and not _graph_writes and not func._checks_types and enabled:
         backprop, auto_forward, hooks = MODE.get()
         data = x._data
         xp = _namespaces.get(data.__class__)
@@ -48,7 +49,7 @@ def apply1(func: Any, x: Any) -> Variable:
             if y.__class__ is not data.__class__:
                 _output_tuple(func, (y,))  # a NumPy scalar passes; no array is refused
             node = x._node
-            if backprop and node.requires_grad:
+            if backprop and node.requires_grad and func.differentiable:
                 return linked(func, (node,), (data,), y, node.rank, xp)
             return _new_variable(y, False, None, 0)
     result: Variable = func.apply((x,))[0]
@@ -62,7 +63,7 @@ def apply2(func: Any, x1: Any, x2: Any) -> Variable:
         and x2.__class__ is Variable
         and not _graph_writes
         and not func._checks_types
-        and _enabled[0]
+        and enabled
     ):
         backprop, auto_forward, hooks = MODE.get()
         a1 = x1._data
@@ -79,7 +80,7 @@ def apply2(func: Any, x1: Any, x2: Any) -> Variable:
                 _output_tuple(func, (y,))
             n1 = x1._node
             n2 = x2._node
-            if backprop and (n1.requires_grad or n2.requires_grad):
+            if backprop and (n1.requires_grad or n2.requires_grad) and func.differentiable:
                 rank = n1.rank if n1.rank > n2.rank else n2.rank
                 # as apply: the largest input rank, at least 0 for several inputs
                 return linked(func, (n1, n2), (a1, a2), y, rank if rank > 0 else 0, xp)
