@@ -74,44 +74,30 @@ def reruns(y: Any, variables: list[Any]) -> dict[str, Callable[[], Any]]:
     return {"static walk": walk, "static": step, "compiled": compiled}
 
 
-def chain_steps(blocks: int) -> dict[str, Callable[[], Any]]:
-    """hand-numpy, eager, static and compiled steps of the chain, returning (gx, gw)."""
+def chain_steps(blocks: int, torch: Any = None) -> dict[str, Callable[[], Any]]:
+    """The chain written by hand (the reference of the report's ratios), eager
+    agnograd, its walk and its plans, each returning (gx, gw): on float64 NumPy
+    arrays, or with ``torch`` on float64 tensors (then torch.autograd runs too)."""
     rng = np.random.default_rng(0)
     x = rng.uniform(-1.0, 1.0, bench_overhead.SIZE)
     w = rng.uniform(0.5, 1.5, bench_overhead.SIZE)
     seed = np.ones(bench_overhead.SIZE)
+    steps: dict[str, Callable[[], Any]] = {}
+    if torch is None:
+        steps["hand-numpy"] = bench_overhead.hand_numpy(x, w, seed, blocks)
+    else:
+        steps["hand-torch"] = bench_overhead.hand_numpy(
+            torch.tensor(x), torch.tensor(w), torch.tensor(seed), blocks, torch
+        )
+        steps["torch.autograd"] = bench_overhead.torch_step(torch, x, w, seed, blocks)
+        x, w, seed = torch.tensor(x), torch.tensor(w), torch.tensor(seed)
     xv = agnograd.Variable(x)
     wv = agnograd.Variable(w)
     with agnograd.auto_forward(False):
         y = bench_overhead.chain(xv, xv, wv, F.tanh, F.exp, F.sin, blocks)
     y.grad = seed
-    return {
-        "hand-numpy": bench_overhead.hand_numpy(x, w, seed, blocks),
-        "eager": bench_overhead.agnograd_step(x, w, seed, blocks),
-        **reruns(y, [xv, wv]),
-    }
-
-
-def torch_chain_steps(torch: Any, blocks: int) -> dict[str, Callable[[], Any]]:
-    """The chain on float64 torch tensors: by hand with torch (the reference of the
-    report's ratios), torch.autograd, eager agnograd, its walk and its plans."""
-    rng = np.random.default_rng(0)
-    x = torch.tensor(rng.uniform(-1.0, 1.0, bench_overhead.SIZE))
-    w = torch.tensor(rng.uniform(0.5, 1.5, bench_overhead.SIZE))
-    seed = torch.ones(bench_overhead.SIZE, dtype=torch.float64)
-    xv = agnograd.Variable(x)
-    wv = agnograd.Variable(w)
-    with agnograd.auto_forward(False):
-        y = bench_overhead.chain(xv, xv, wv, F.tanh, F.exp, F.sin, blocks)
-    y.grad = seed
-    return {
-        "hand-torch": bench_overhead.hand_numpy(x, w, seed, blocks, torch),
-        "torch.autograd": bench_overhead.torch_step(
-            torch, x.numpy(), w.numpy(), seed.numpy(), blocks
-        ),
-        "eager": bench_overhead.agnograd_step(x, w, seed, blocks),
-        **reruns(y, [xv, wv]),
-    }
+    steps["eager"] = bench_overhead.agnograd_step(x, w, seed, blocks)
+    return {**steps, **reruns(y, [xv, wv])}
 
 
 def mlp_steps(quick: bool) -> dict[str, Callable[[], Any]]:
@@ -193,7 +179,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         profile(chain["compiled"], 2000)
     torch = _harness.torch_single_thread()
     if torch is not None and "torch" not in _harness.skipped(args):
-        on_torch = torch_chain_steps(torch, blocks)
+        on_torch = chain_steps(blocks, torch)
         check(on_torch, 1e-12, lambda r: [a.numpy() for a in r])
         print("\nThe same chain on float64 torch tensors, against it written with torch")
         record["chain on torch"] = measure("chain on torch", on_torch, args.rounds, batch)
