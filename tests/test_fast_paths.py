@@ -25,6 +25,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+# The calls of every differentiable function of the namespace, with their inputs.
+from test_shape_changes import BUILT, CASES, Case, _id
+from test_shape_changes import eager as run_eagerly
+
 import agnograd
 import agnograd.functions as F
 from agnograd.core import _fast
@@ -166,6 +170,25 @@ def test_operators_are_the_same_on_both_paths(backend: Any, op: str, other: str)
 
     fast, general = _run_both(make)
     assert fast == general
+
+
+@pytest.mark.parametrize("library", ["numpy", "array_api_strict", "torch"])
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_every_namespace_function_is_the_same_on_both_paths(case: Case, library: str) -> None:
+    """Reductions, manipulation, linear algebra, ...: the functions whose nodes take
+    the fast path by their forward give what ``apply`` gives, bit for bit."""
+    arrays = case.arrays(library, BUILT)
+    results = []
+    for enabled in (True, False):
+        with _switched(enabled):
+            results.append(run_eagerly(case, arrays))
+    (fast, n_fast), (general, n_general) = results
+    assert n_fast == n_general
+    for a, b in zip(fast, general, strict=True):
+        if b is None:
+            assert a is None
+        else:
+            np.testing.assert_array_equal(a, b)
 
 
 def test_the_fast_path_runs_and_can_be_switched_off(

@@ -1,8 +1,9 @@
 """The fast path of agnograd's own nodes of one or two array inputs and one output.
 
 ``apply1(node, x)`` is ``node.apply((x,))[0]`` and ``apply2(node, x1, x2)`` is
-``node.apply((x1, x2))[0]``, for a fresh node of a class that computes its output
-with ``forward1(xp, x)`` (or ``forward2(xp, x1, x2)``). Where the inputs are
+``node.apply((x1, x2))[0]``, for a fresh node of one output, which computes it with
+``_forward1(xp, x)`` (or ``_forward2(xp, x1, x2)``: its own, or ``FunctionNode``'s,
+which calls ``forward``). Where the inputs are
 Variables of one library, functions run eagerly, no hook is registered and nothing
 was written in place, they check, compute and link in one call, sharing the linking
 with :meth:`FunctionNode.apply <agnograd.FunctionNode.apply>`; anything else (raw
@@ -42,7 +43,7 @@ def apply1(func: Any, x: Any) -> Variable:
         if auto_forward and not hooks and xp is not None:
             func.xp = xp
             try:
-                y = func.forward1(xp, data)
+                y = func._forward1(xp, data)
             except Exception as error:
                 _forward_failed(error, func, (data,))
                 raise
@@ -72,7 +73,7 @@ def apply2(func: Any, x1: Any, x2: Any) -> Variable:
         if auto_forward and not hooks and xp is not None and _namespaces.get(a2.__class__) is xp:
             func.xp = xp
             try:
-                y = func.forward2(xp, a1, a2)
+                y = func._forward2(xp, a1, a2)
             except Exception as error:
                 _forward_failed(error, func, (a1, a2))
                 raise

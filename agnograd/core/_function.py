@@ -170,6 +170,17 @@ class FunctionNode:
             "or forward_gpu"
         )
 
+    # The fast path's forward of a node of one output (agnograd.core._fast): that
+    # output, computed from raw arrays of namespace ``xp``. Nodes that compute it
+    # directly override these; a node of several outputs raises here (unpacking).
+    def _forward1(self, xp: Any, x: Array) -> Array:
+        (y,) = self.forward((x,))
+        return y
+
+    def _forward2(self, xp: Any, x1: Array, x2: Array) -> Array:
+        (y,) = self.forward((x1, x2))
+        return y
+
     def backward(
         self, target_input_indexes: tuple[int, ...], grad_outputs: tuple[Array | None, ...]
     ) -> tuple[Array | None, ...]:

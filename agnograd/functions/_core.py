@@ -224,14 +224,14 @@ class Unary(FunctionNode):
     rule: Rule
     compute: Callable[[Any, Any], Any] | None = None
 
-    def forward1(self, xp: Any, x: Any) -> Any:
+    def _forward1(self, xp: Any, x: Any) -> Any:
         compute = self.compute
         if compute is None:
             return getattr(xp, self.fn)(x)
         return compute(xp, x)
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (self.forward1(self.xp, inputs[0]),)
+        return (self._forward1(self.xp, inputs[0]),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         gy = grad_outputs[0]
@@ -324,11 +324,11 @@ class Binary(FunctionNode):
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (getattr(self.xp, self.fn)(*self._fill(inputs)),)
 
-    def forward1(self, xp: Any, x: Any) -> Any:  # one array operand, one Python scalar
+    def _forward1(self, xp: Any, x: Any) -> Any:  # one array operand, one Python scalar
         s1, s2 = self.operands
         return getattr(xp, self.fn)(x, s2) if s1 is ARRAY else getattr(xp, self.fn)(s1, x)
 
-    def forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
+    def _forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
         return getattr(xp, self.fn)(x1, x2)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:

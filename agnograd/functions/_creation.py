@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agnograd.core import _extension
+from agnograd.core._fast import apply1
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.functions._core import constant, forwarding, native_kwargs, raw, shape_of
@@ -49,7 +50,7 @@ def _triangle(fn: str, x: Any, k: int) -> Variable:
             f"{fn}: x must have at least two dimensions (a stack of matrices), got shape "
             f"{shape_of(x)}"
         )
-    return Triangle(fn, k).apply((x,))[0]
+    return apply1(Triangle(fn, k), x)
 
 
 @ROWS.declare("tril")

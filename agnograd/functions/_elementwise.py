@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import cmath
 import math
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agnograd.backends._abstract import register_elementwise
@@ -56,7 +55,7 @@ ROWS = Rows(__name__)
 class Add(FunctionNode):
     broadcasts = True
 
-    def forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
+    def _forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
         return x1 + x2
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -76,7 +75,7 @@ class WithScalar(FunctionNode):
 
 
 class AddConstant(WithScalar):
-    def forward1(self, xp: Any, x: Any) -> Any:
+    def _forward1(self, xp: Any, x: Any) -> Any:
         return x + self.value
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -89,7 +88,7 @@ class AddConstant(WithScalar):
 class Sub(FunctionNode):
     broadcasts = True
 
-    def forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
+    def _forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
         return x1 - x2
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -115,7 +114,7 @@ class Mul(FunctionNode):
 
     _retain_in = (0, 1)
 
-    def forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
+    def _forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
         return x1 * x2
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -133,7 +132,7 @@ class Mul(FunctionNode):
 
 
 class MulConstant(WithScalar):
-    def forward1(self, xp: Any, x: Any) -> Any:
+    def _forward1(self, xp: Any, x: Any) -> Any:
         return x * self.value
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -148,7 +147,7 @@ class Div(FunctionNode):
 
     _retain_in = (0, 1)
 
-    def forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
+    def _forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
         return x1 / x2
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -167,7 +166,7 @@ class Div(FunctionNode):
 class DivConstant(WithScalar):
     """``x / value``."""
 
-    def forward1(self, xp: Any, x: Any) -> Any:
+    def _forward1(self, xp: Any, x: Any) -> Any:
         return x / self.value
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -198,7 +197,7 @@ class Pow(FunctionNode):
 
     _retain_in = (0, 1)
 
-    def forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
+    def _forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
         return x1**x2
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -236,7 +235,7 @@ class PowConstant(WithScalar):
 
     _retain_in = (0,)
 
-    def forward1(self, xp: Any, x: Any) -> Any:
+    def _forward1(self, xp: Any, x: Any) -> Any:
         return x**self.value
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -283,12 +282,13 @@ class PowFromConstant(WithScalar):
 
 
 def _operator(
-    node: type[FunctionNode], scalar_node: Callable[[Any], FunctionNode], *, negate: bool = False
+    node: type[FunctionNode], scalar_node: type[WithScalar], *, negate: bool = False
 ) -> Any:
     """The operator that applies ``node``, or ``scalar_node(x2)`` (``-x2`` with
     ``negate``) when ``x2`` is a Python scalar."""
-    assert hasattr(node, "forward2"), node  # the fast paths (agnograd.core._fast)
-    assert hasattr(scalar_node, "forward1"), scalar_node
+    # Both compute directly on the fast path (agnograd.core._fast).
+    assert node._forward2 is not FunctionNode._forward2, node
+    assert scalar_node._forward1 is not FunctionNode._forward1, scalar_node
 
     def apply(x1: Any, x2: Any, /) -> Variable:
         if type(x2) in SCALARS:
@@ -384,7 +384,7 @@ def subtract(x1: Any, x2: Any, /) -> Variable:
     variable([-2.])
     """
     if type(x1) in SCALARS:
-        return SubFromConstant(x1).apply((x2,))[0]
+        return apply1(SubFromConstant(x1), x2)
     return _sub(x1, x2)
 
 
@@ -414,7 +414,7 @@ def divide(x1: Any, x2: Any, /) -> Variable:
     variable([0.25])
     """
     if type(x1) in SCALARS:
-        return DivFromConstant(x1).apply((x2,))[0]
+        return apply1(DivFromConstant(x1), x2)
     return _div(x1, x2)
 
 
@@ -432,7 +432,7 @@ def pow(x1: Any, x2: Any, /) -> Variable:  # noqa: A001 - the standard's name
     variable([9.])
     """
     if type(x1) in SCALARS:
-        return PowFromConstant(x1).apply((x2,))[0]
+        return apply1(PowFromConstant(x1), x2)
     return _pow(x1, x2)
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from agnograd.core._fast import apply1
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.functions._core import constant, input_dtype, input_shape, raw_xp_device, shape_of
@@ -266,7 +267,7 @@ class Transform(FunctionNode):
 def _one_d(op: str, x: Any, n: int | None, axis: int, norm: str) -> Variable:
     _check_norm(op, norm)
     _one_d_plan(op, shape_of(x), n, axis)  # refuses wrong arguments now
-    return Transform(op, (n, axis), norm).apply((x,))[0]
+    return apply1(Transform(op, (n, axis), norm), x)
 
 
 def _n_d(
@@ -276,7 +277,7 @@ def _n_d(
     s = None if s is None else tuple(s)
     axes = None if axes is None else tuple(axes)
     _n_d_plan(op, shape_of(x), s, axes)  # refuses wrong arguments now
-    return Transform(op, (s, axes), norm).apply((x,))[0]
+    return apply1(Transform(op, (s, axes), norm), x)
 
 
 # -- the transforms ----------------------------------------------------------------------
@@ -517,7 +518,7 @@ def fftshift(x: Any, /, *, axes: int | Sequence[int] | None = None) -> Variable:
     >>> xp.fft.fftshift(np.array([0.0, 1.0, 2.0, 3.0, 4.0]))
     variable([3., 4., 0., 1., 2.])
     """
-    return Shift("fftshift", _shift_axes("fftshift", x, axes)).apply((x,))[0]
+    return apply1(Shift("fftshift", _shift_axes("fftshift", x, axes)), x)
 
 
 @ROWS.declare("fft.ifftshift")
@@ -531,7 +532,7 @@ def ifftshift(x: Any, /, *, axes: int | Sequence[int] | None = None) -> Variable
     >>> xp.fft.ifftshift(np.array([3.0, 4.0, 0.0, 1.0, 2.0]))
     variable([0., 1., 2., 3., 4.])
     """
-    return Shift("ifftshift", _shift_axes("ifftshift", x, axes)).apply((x,))[0]
+    return apply1(Shift("ifftshift", _shift_axes("ifftshift", x, axes)), x)
 
 
 def _frequencies(name: str) -> Any:

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from agnograd.backends._shape_dtype import broadcast_shapes
+from agnograd.core._fast import apply2
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.functions._core import Spec, conjugate, input_shape, raw_xp_device, shape_of
@@ -152,7 +153,7 @@ def matmul(x1: Any, x2: Any, /, *, transa: bool = False, transb: bool = False) -
         x1 = matrix_transpose(x1)
     if transb and len(s2) > 1:
         x2 = matrix_transpose(x2)
-    return MatMul().apply((x1, x2))[0]
+    return apply2(MatMul(), x1, x2)
 
 
 def _check_matmul_shapes(s1: tuple[int, ...], s2: tuple[int, ...], ta: bool, tb: bool) -> None:
@@ -274,7 +275,7 @@ def tensordot(
             )
         axes = (tuple(axes[0]), tuple(axes[1]))
     _contracted(shape_of(x1), shape_of(x2), axes)  # refuses wrong axes now
-    return TensorDot(axes).apply((x1, x2))[0]
+    return apply2(TensorDot(axes), x1, x2)
 
 
 def _contracted(
@@ -357,7 +358,7 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Variable:
            [ 1., -1.]])
     """
     _vecdot_axis(shape_of(x1), shape_of(x2), axis)  # refuses a wrong axis now
-    return VecDot(axis).apply((x1, x2))[0]
+    return apply2(VecDot(axis), x1, x2)
 
 
 def _vecdot_axis(s1: tuple[int, ...], s2: tuple[int, ...], axis: int) -> int:

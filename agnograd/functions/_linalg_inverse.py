@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import array_api_compat
 
 from agnograd.backends._shape_dtype import broadcast_shapes
+from agnograd.core._fast import apply1, apply2
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.functions._core import (
@@ -73,7 +74,7 @@ def inv(x: Any, /) -> Variable:
            [-0.125 , -0.0625]])
     """
     check_matrix("linalg.inv", x, square=True)
-    return Inv().apply((x,))[0]
+    return apply1(Inv(), x)
 
 
 class Solve(FunctionNode):
@@ -136,7 +137,7 @@ def solve(x1: Any, x2: Any, /) -> Variable:
             f"linalg.solve: x2 of shape {s2} does not match x1 of shape {s1}; it must be "
             f"(M,) or (..., M, K) with M = {s1[-1]}"
         )
-    return Solve(vector).apply((x1, x2))[0]
+    return apply2(Solve(vector), x1, x2)
 
 
 def _matrix_scalar(xp: Any, v: Any) -> Any:
@@ -256,7 +257,7 @@ def det(x: Any, /) -> Variable:
            [-1.,  2.]])
     """
     check_matrix("linalg.det", x, square=True)
-    return Det().apply((x,))[0]
+    return apply1(Det(), x)
 
 
 class Slogdet(FunctionNode):
@@ -355,7 +356,7 @@ def pinv(x: Any, /, *, rtol: Any = None) -> Variable:
               [0. ]])
     """
     check_matrix("linalg.pinv", x)
-    return Pinv(raw(rtol)).apply((x,))[0]
+    return apply1(Pinv(raw(rtol)), x)
 
 
 # Derived from the rows (none is exported: the extension's are the namespace's only).

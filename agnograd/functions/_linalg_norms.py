@@ -8,6 +8,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from agnograd.backends._shape_dtype import broadcast_shapes
+from agnograd.core._fast import apply1, apply2
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.functions._core import (
@@ -146,7 +147,7 @@ def vector_norm(
         raise TypeError(f"linalg.vector_norm: ord must be a real number, got {ord!r}")
     if axis is not None and not isinstance(axis, int):
         axis = tuple(axis)
-    return VectorNorm(axis, bool(keepdims), ord).apply((x,))[0]
+    return apply1(VectorNorm(axis, bool(keepdims), ord), x)
 
 
 @ROWS.declare("linalg.matrix_norm")
@@ -297,7 +298,7 @@ def diagonal(x: Any, /, *, offset: int = 0) -> Variable:
            [0., 0., 1.]])
     """
     check_matrix("linalg.diagonal", x)
-    return Diagonal(int(offset)).apply((x,))[0]
+    return apply1(Diagonal(int(offset)), x)
 
 
 @ROWS.declare("linalg.trace")
@@ -388,7 +389,7 @@ def cross(x1: Any, x2: Any, /, *, axis: int = -1) -> Variable:
     for name, s in (("x1", s1), ("x2", s2)):
         if len(s) < -axis or s[axis] != 3:
             raise ValueError(f"linalg.cross: {name} of shape {s} has no axis {axis} of size 3")
-    return Cross(axis).apply((x1, x2))[0]
+    return apply2(Cross(axis), x1, x2)
 
 
 class MatrixRank(FunctionNode):
@@ -417,7 +418,7 @@ def matrix_rank(x: Any, /, *, rtol: Any = None) -> Variable:
     variable(1)
     """
     check_matrix("linalg.matrix_rank", x)
-    return MatrixRank(raw(rtol)).apply((x,))[0]
+    return apply1(MatrixRank(raw(rtol)), x)
 
 
 # Derived from the rows (none is exported: the extension's are the namespace's only).

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from agnograd.backends._backend import raw_namespace
+from agnograd.core._fast import apply1
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.functions._core import apply_nondifferentiable, input_shape, normalize_axes, shape_of
@@ -45,7 +46,7 @@ def reshape(x: Any, /, shape: tuple[int, ...], *, copy: bool | None = None) -> V
     variable([[0., 1.],
               [2., 3.]])
     """
-    return Reshape(tuple(shape)).apply((x,))[0]
+    return apply1(Reshape(tuple(shape)), x)
 
 
 class PermuteDims(FunctionNode):
@@ -76,7 +77,7 @@ def permute_dims(x: Any, /, axes: tuple[int, ...]) -> Variable:
         raise ValueError(
             f"permute_dims: axes {tuple(axes)} are not a permutation of the {ndim} axes"
         )
-    return PermuteDims(tuple(a % ndim for a in axes)).apply((x,))[0]
+    return apply1(PermuteDims(tuple(a % ndim for a in axes)), x)
 
 
 @ROWS.declare("transpose", standard=False)  # Chainer's
@@ -106,7 +107,7 @@ def matrix_transpose(x: Any, /) -> Variable:
     """
     if len(shape_of(x)) < 2:
         raise ValueError(f"matrix_transpose: needs at least 2 dimensions, got shape {shape_of(x)}")
-    return MatrixTranspose().apply((x,))[0]
+    return apply1(MatrixTranspose(), x)
 
 
 class MatrixTranspose(FunctionNode):
@@ -194,7 +195,7 @@ def expand_dims(x: Any, /, axis: int | tuple[int, ...] = 0) -> Variable:
     # The signature takes 2023.12's default (axis=0) and 2025.12's tuples of axes, and
     # lets axis be given by position as 2024.12 does: a superset of the three.
     _expanded(shape_of(x), axis)  # refuses a wrong axis now, not when the graph runs
-    return ExpandDims(axis).apply((x,))[0]
+    return apply1(ExpandDims(axis), x)
 
 
 @ROWS.declare("squeeze")
@@ -208,7 +209,7 @@ def squeeze(x: Any, /, axis: int | tuple[int, ...]) -> Variable:
     (3,)
     """
     _squeezed(shape_of(x), axis)
-    return Squeeze(axis).apply((x,))[0]
+    return apply1(Squeeze(axis), x)
 
 
 class Concat(FunctionNode):
@@ -308,7 +309,7 @@ def flip(x: Any, /, *, axis: int | tuple[int, ...] | None = None) -> Variable:
     shape = shape_of(x)
     if axis is not None:
         normalize_axes(axis, len(shape), "flip")
-    return Flip(axis).apply((x,))[0]
+    return apply1(Flip(axis), x)
 
 
 def _moved(
@@ -369,7 +370,7 @@ def moveaxis(
     # Copies of the user's sequences, which the node keeps.
     source = source if isinstance(source, int) else tuple(source)
     destination = destination if isinstance(destination, int) else tuple(destination)
-    return MoveAxis(source, destination).apply((x,))[0]
+    return apply1(MoveAxis(source, destination), x)
 
 
 def _one_axis(axis: int, ndim: int, op: str, name: str) -> int:
@@ -413,7 +414,7 @@ def roll(
         if len(tuple(shift)) != len(tuple(axis)):
             raise ValueError(f"roll: shift {shift!r} and axis {axis!r} differ in length")
         shift = tuple(shift)
-    return Roll(shift, axis).apply((x,))[0]
+    return apply1(Roll(shift, axis), x)
 
 
 class Unstack(FunctionNode):
@@ -511,7 +512,7 @@ def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> V
         if not floating:
             # Integers and booleans carry no gradient.
             return apply_nondifferentiable(_astype, (x,), {"dtype": dtype})
-    return AsType(dtype).apply((x,))[0]
+    return apply1(AsType(dtype), x)
 
 
 def _library_of(x: Any) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agnograd.core._fast import apply1, apply2
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.functions._core import apply_nondifferentiable, held, raw_xp_device, shape_of
@@ -59,7 +60,7 @@ def softmax(x: Any, axis: int = 1) -> Variable:
     >>> F.softmax(np.array([[0.0, 0.0]]))
     variable([[0.5, 0.5]])
     """
-    return Softmax(axis).apply((x,))[0]
+    return apply1(Softmax(axis), x)
 
 
 def _log_softmax(xp: Any, x: Any, axis: int) -> Any:
@@ -93,7 +94,7 @@ def log_softmax(x: Any, axis: int = 1) -> Variable:
     >>> F.log_softmax(np.array([[0.0, 0.0]]))
     variable([[-0.69314718, -0.69314718]])
     """
-    return LogSoftmax(axis).apply((x,))[0]
+    return apply1(LogSoftmax(axis), x)
 
 
 class SoftmaxCrossEntropy(FunctionNode):
@@ -170,7 +171,7 @@ def softmax_cross_entropy(
         )
     if reduce not in ("mean", "no"):
         raise ValueError(f"softmax_cross_entropy: reduce must be 'mean' or 'no', got {reduce!r}")
-    return SoftmaxCrossEntropy(ignore_label, reduce).apply((x, t))[0]
+    return apply2(SoftmaxCrossEntropy(ignore_label, reduce), x, t)
 
 
 @ROWS.declare("mean_squared_error", standard=False)

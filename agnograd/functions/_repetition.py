@@ -9,6 +9,7 @@ import builtins
 from typing import TYPE_CHECKING, Any
 
 from agnograd.backends._backend import is_array
+from agnograd.core._fast import apply1
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.functions._core import input_shape, shape_of
@@ -54,7 +55,7 @@ def broadcast_to(x: Any, /, shape: tuple[int, ...]) -> Variable:
                 f"broadcast_to: x of shape {given} cannot be broadcast to {shape}: each axis "
                 "of x, counted from the end, must have length 1 or that of the shape"
             )
-    return BroadcastTo(shape).apply((x,))[0]
+    return apply1(BroadcastTo(shape), x)
 
 
 class BroadcastArrays(FunctionNode):
@@ -163,7 +164,7 @@ def repeat(x: Any, repeats: Any, /, *, axis: int | None = None) -> Variable:
     if isinstance(repeats, int) and not isinstance(repeats, bool):
         if repeats < 0:
             raise ValueError(f"repeat: repeats must not be negative, got {repeats}")
-        return Repeat(repeats, axis).apply((x,))[0]
+        return apply1(Repeat(repeats, axis), x)
     if type(repeats) in (bool, float, complex, list, tuple):
         raise TypeError(
             f"repeat: repeats must be an int or an integer array, got {type(repeats).__name__}"
@@ -224,7 +225,7 @@ def tile(x: Any, repetitions: tuple[int, ...], /) -> Variable:
     reps = tuple(repetitions)
     if any(not isinstance(r, int) or r < 0 for r in reps):
         raise ValueError(f"tile: repetitions must be non-negative ints, got {repetitions!r}")
-    return Tile(reps).apply((x,))[0]
+    return apply1(Tile(reps), x)
 
 
 # Derived from the rows. Type checkers cannot evaluate it and take the module's public

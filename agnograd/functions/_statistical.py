@@ -20,6 +20,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from agnograd.backends._backend import known_shape
+from agnograd.core._fast import apply1
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.functions._core import (
@@ -142,7 +143,7 @@ def sum(  # noqa: A001 - the standard's name
     >>> F.sum(np.array([[1.0, 2.0], [3.0, 4.0]]), axis=0)
     variable([4., 6.])
     """
-    return Sum(axis, keepdims, dtype).apply((_cast(x, dtype),))[0]
+    return apply1(Sum(axis, keepdims, dtype), _cast(x, dtype))
 
 
 class Mean(Sum):
@@ -166,7 +167,7 @@ def mean(
     >>> F.mean(np.array([1.0, 2.0, 6.0]))
     variable(3.)
     """
-    return Mean(axis, keepdims).apply((x,))[0]
+    return apply1(Mean(axis, keepdims), x)
 
 
 class Prod(Sum):
@@ -204,7 +205,7 @@ def prod(
     >>> y.backward(); x.grad
     array([0., 6., 0.])
     """
-    return Prod(axis, keepdims, dtype).apply((_cast(x, dtype),))[0]
+    return apply1(Prod(axis, keepdims, dtype), _cast(x, dtype))
 
 
 class Extremum(Sum):
@@ -347,7 +348,7 @@ def var(
     >>> y.backward(); x.grad
     array([-2., -1.,  3.])
     """
-    return Var(axis, correction, keepdims).apply((x,))[0]
+    return apply1(Var(axis, correction, keepdims), x)
 
 
 class Std(Var):
@@ -385,7 +386,7 @@ def std(
     >>> xp.std(np.array([[1.0, 3.0], [2.0, 2.0]]), axis=1)
     variable([1., 0.])
     """
-    return Std(axis, correction, keepdims).apply((x,))[0]
+    return apply1(Std(axis, correction, keepdims), x)
 
 
 # -- cumulative -------------------------------------------------------------------
@@ -444,7 +445,7 @@ def cumulative_sum(
     array([3., 2., 1.])
     """
     _single_axis(axis, len(shape_of(x)), "cumulative_sum")  # refuses a wrong axis now
-    return CumulativeSum(axis, include_initial, dtype).apply((_cast(x, dtype),))[0]
+    return apply1(CumulativeSum(axis, include_initial, dtype), _cast(x, dtype))
 
 
 class CumulativeProd(CumulativeSum):
@@ -514,7 +515,7 @@ def cumulative_prod(
     array([1., 8., 0.])
     """
     _single_axis(axis, len(shape_of(x)), "cumulative_prod")  # refuses a wrong axis now
-    return CumulativeProd(axis, include_initial, dtype).apply((_cast(x, dtype),))[0]
+    return apply1(CumulativeProd(axis, include_initial, dtype), _cast(x, dtype))
 
 
 # Derived from the rows. Type checkers cannot evaluate it and take the module's public

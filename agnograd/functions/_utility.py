@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agnograd.backends._backend import SCALARS
+from agnograd.core._fast import apply1
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.functions._core import input_shape, raw_xp_device, shape_of
@@ -122,7 +123,7 @@ def diff(
     if not isinstance(n, int) or n < 0:
         raise ValueError(f"diff: n must be a non-negative int, got {n!r}")
     if n == 0:  # x unchanged, prepend and append ignored (NumPy, PyTorch, array-api-strict)
-        return Diff(axis, 0, False, False).apply((x,))[0]
+        return apply1(Diff(axis, 0, False, False), x)
     inputs = [x]
     for name, extra in (("prepend", prepend), ("append", append)):
         if extra is None:
