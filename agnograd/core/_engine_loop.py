@@ -92,10 +92,11 @@ def _run(
             gys = _output_grads(func, grads, targets, collected, retain_grad)
         if gys is None:
             continue  # no gradient reached it, or it ran already (queued by two outputs)
-        if relevant is None and len(in_nodes) < 3:  # one or two inputs: a shared tuple
-            indexes = _INDEXES[
-                in_nodes[0].requires_grad, len(in_nodes) > 1 and in_nodes[1].requires_grad
-            ]
+        n_in = len(in_nodes)
+        if relevant is None and n_in == 1:  # one input: a shared tuple
+            indexes = _ONE if in_nodes[0].requires_grad else ()
+        elif relevant is None and n_in == 2:
+            indexes = _INDEXES[in_nodes[0].requires_grad, in_nodes[1].requires_grad]
         else:
             indexes = _indexes(in_nodes, targets, relevant)
         if not indexes:
@@ -243,9 +244,9 @@ def _indexes(
     )
 
 
-# The indexes of the inputs that require a gradient, for nodes of one or two inputs
-# (a node of one input is looked up as if its second did not require one).
-_INDEXES = {(True, True): (0, 1), (True, False): (0,), (False, True): (1,), (False, False): ()}
+# The indexes of the inputs that require a gradient, for nodes of one or two inputs.
+_ONE = (0,)
+_INDEXES = {(True, True): (0, 1), (True, False): _ONE, (False, True): (1,), (False, False): ()}
 
 
 def _call_backward(
