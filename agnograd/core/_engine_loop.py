@@ -93,6 +93,7 @@ def _run(
         if gys is None:
             continue  # no gradient reached it, or it ran already (queued by two outputs)
         n_in = len(in_nodes)
+        indexes: tuple[int, ...]
         if relevant is None and n_in == 1:  # one input: a shared tuple
             indexes = _ONE if in_nodes[0].requires_grad else ()
         elif relevant is None and n_in == 2:
