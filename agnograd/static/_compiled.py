@@ -50,6 +50,7 @@ from agnograd.static._compiled_steps import (
     _forward_code,
     _publish_code,
     accumulate_into_leaves,
+    counted_savers,
     run_backward,
     version_steps,
 )
@@ -528,12 +529,7 @@ class CompiledGraph:
         ]
         # The plan's own steps on a library that counts writes (PyTorch) record and
         # check the versions of what their nodes keep, as those nodes would.
-        savers = [
-            (f, tuple([slot_of[x] for x in _kept(f.inputs, f._retain_in)]),
-             tuple([slot_of[y] for y in _kept([r() for r in f.outputs or ()], f._retain_out)]))
-            for f in funcs
-            if own[f] and f.xp in _versions.counted and (f._retain_in or f._retain_out)
-        ]  # fmt: skip
+        savers = counted_savers(funcs, own, slot_of)
         if savers:
             run_back = set(order) if keep != CLEAR else set()
             record, check = version_steps(savers, run_back, keep != ALIVE)
@@ -547,10 +543,6 @@ class CompiledGraph:
         self.source = forward_source + "\n" + backward_source
         self._clear(backward=False)  # no stale arrays: the plan holds them now
         self._lowered = lower(self)  # on JAX: the code above as XLA programs
-
-
-def _kept(nodes: Any, indexes: tuple[int, ...]) -> list[Any]:
-    return [nodes[i] for i in indexes]
 
 
 def _signature(leaves: list[VariableNode], datas: list[Any]) -> tuple[Any, ...]:

@@ -114,6 +114,22 @@ def _plain(func: FunctionNode) -> bool:
     )
 
 
+def counted_savers(
+    funcs: list[FunctionNode], own: dict[FunctionNode, bool], slot_of: dict[VariableNode, int]
+) -> list[tuple[FunctionNode, tuple[int, ...], tuple[int, ...]]]:
+    """Each of the plan's own nodes (``own``) that keeps arrays of a library that
+    counts writes (PyTorch), with the slots of the inputs and the outputs it keeps."""
+    savers = []
+    for f in funcs:
+        if own[f] and f.xp in _versions.counted and (f._retain_in or f._retain_out):
+            inputs: Any = f.inputs
+            outputs: Any = f.outputs
+            kept_in = tuple([slot_of[inputs[i]] for i in f._retain_in])
+            kept_out = tuple([slot_of[outputs[i]()] for i in f._retain_out])
+            savers.append((f, kept_in, kept_out))
+    return savers
+
+
 def version_steps(
     savers: list[tuple[FunctionNode, tuple[int, ...], tuple[int, ...]]],
     checked: set[FunctionNode],
