@@ -132,10 +132,12 @@ def test_timer_hook_records_each_function(backend):
     assert labels.count("Exp") == 4  # two forwards, two backwards
     assert labels.count("Mul") == 2
     assert labels.count("Sum") == 2
-    assert all(t >= 0.0 for _, t in timer.call_history)
+    assert all(isinstance(t, float) for _, t in timer.call_history)
     summary = timer.summary()
     assert summary["Exp"]["occurrence"] == 4
-    assert summary["Exp"]["elapsed_time"] >= 0.0
+    # The summary adds up the history (no claim about how long anything took).
+    exp_times = [t for label, t in timer.call_history if label == "Exp"]
+    assert summary["Exp"]["elapsed_time"] == pytest.approx(sum(exp_times))
     assert timer.total_time() == pytest.approx(sum(t for _, t in timer.call_history))
 
 

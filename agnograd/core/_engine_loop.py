@@ -76,10 +76,8 @@ def _run(
     for node, gy in (*seeds, *target_seeds):
         _add(grads, heap, order, relevant, node, gy)
     plain = targets is None and not retain_grad  # an output's gradient is just taken
-    heappop = heapq.heappop
-    heappush = heapq.heappush
     while heap:
-        func = heappop(heap)[2]
+        func = heapq.heappop(heap)[2]
         in_nodes = func.inputs
         if in_nodes is None:
             raise RuntimeError(f"backward reached {func.label}, which was unchained")
@@ -152,13 +150,10 @@ def _run(
             if gx.dtype is not x.dtype and gx.dtype != x.dtype:
                 gx = _cast(gx, x.dtype)
             prev = grads.get(x)
-            if prev is not None:
+            if prev is None:
+                _add(grads, heap, order, relevant, x, gx)
+            else:
                 grads[x] = prev + gx
-                continue
-            grads[x] = gx  # its first gradient: queue its creator (as _add does)
-            creator = x.creator_node
-            if creator is not None and (relevant is None or creator in relevant):
-                heappush(heap, (-creator.rank, next(order), creator))
         del gxs
     if targets is not None:
         collected.update((node, g) for node, g in grads.items() if node in targets)
