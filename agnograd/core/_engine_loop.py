@@ -150,10 +150,15 @@ def _run(
             if gx.dtype is not x.dtype and gx.dtype != x.dtype:
                 gx = _cast(gx, x.dtype)
             prev = grads.get(x)
-            if prev is None:
-                _add(grads, heap, order, relevant, x, gx)
-            else:
+            if prev is not None:
                 grads[x] = prev + gx
+                continue
+            # The first gradient of x: its creator is queued (as _add does, written
+            # out here, where every gradient passes: the call cost 10 % of the loop).
+            grads[x] = gx
+            creator = x.creator_node
+            if creator is not None and (relevant is None or creator in relevant):
+                heapq.heappush(heap, (-creator.rank, next(order), creator))
         del gxs
     if targets is not None:
         collected.update((node, g) for node, g in grads.items() if node in targets)
@@ -175,7 +180,8 @@ def _add(
     x: VariableNode,
     gx: Any,
 ) -> None:
-    """Add ``gx`` to the gradient of ``x``; its creator is queued at the first one."""
+    """Add ``gx`` to the gradient of ``x``; its creator is queued at the first one
+    (the seeds: the loop does the same for the gradients that the rules return)."""
     prev = grads.get(x)
     if prev is not None:
         grads[x] = prev + gx
