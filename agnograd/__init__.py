@@ -11,7 +11,14 @@ array([ 5.43656366, 22.1671683 ])
 """
 
 # The layers above the graph core fill in its extension points when imported.
-from agnograd import computational_graph, functional, functions, initializers, type_check
+from agnograd import (
+    computational_graph,
+    functional,
+    functions,
+    initializers,
+    interop,  # noqa: F401 - einops' backend for Variables, defined once einops is imported
+    type_check,
+)
 from agnograd.backends._adapter import Adapter
 from agnograd.backends._backend import register_adapter
 from agnograd.backends._device import CopyWarning, Device, get_device, view

@@ -4,7 +4,9 @@
 :func:`vhp` take the arguments of their namesakes in ``torch.autograd.functional``
 and return what they return, so code ports by changing the import; the inputs are
 arrays of any array API library (or Variables), and ``func`` is any Python function
-of Variables. :func:`value_and_grad` is JAX's, returning a function.
+of Variables. :func:`value_and_grad` is JAX's, returning a function; the raw arrays
+among the arguments it does not differentiate reach the function as Variables that
+require no gradient, so that array API code sees one namespace.
 
 Everything runs on agnograd's reverse mode. Forward-mode products (:func:`jvp`,
 :func:`hvp`, ``strategy="forward-mode"``) use the double-backward trick: the

@@ -1,4 +1,6 @@
-"""``import agnograd`` must not import any array library other than NumPy.
+"""``import agnograd`` must not import any array library other than NumPy, nor
+einops (whose backend for Variables agnograd defines only once einops is imported:
+tests/test_einops.py).
 
 Checked in a fresh interpreter, because this test process has imported them all.
 """
@@ -11,7 +13,7 @@ import sys
 
 import pytest
 
-FORBIDDEN = ("torch", "jax", "jaxlib", "cupy", "dask", "array_api_strict", "tensorflow")
+FORBIDDEN = ("torch", "jax", "jaxlib", "cupy", "dask", "array_api_strict", "tensorflow", "einops")
 
 _PROBE = """
 import json, sys

@@ -46,8 +46,23 @@ def differentiable_namespace(raw: Any) -> Any:
     return Namespace(raw)
 
 
-def namespace(obj: Any) -> Any:
-    """agnograd's differentiable namespace for a backend namespace, array or Variable.
+def namespace(obj: Any, /, *objs: Any) -> Any:
+    """agnograd's differentiable namespace for a backend namespace, arrays or Variables.
+
+    With one argument: the namespace for that backend namespace, array or Variable.
+    With several, each an array or a Variable (Python scalars and ``None`` are
+    skipped): the namespace of their one library. Unlike
+    ``array_api_compat.array_namespace``, which refuses a Variable beside a raw
+    array of its library (it sees two namespaces), this accepts any mix: the
+    namespace's functions take raw arrays as constants. Where third-party code
+    calls ``array_namespace`` itself, wrap raw arrays with
+    :func:`agnograd.as_variable` instead.
+
+    Raises
+    ------
+    TypeError
+        If the arrays and Variables belong to several libraries, or, with several
+        arguments, one is a module or no argument is an array or a Variable.
 
     Examples
     --------
@@ -56,8 +71,40 @@ def namespace(obj: Any) -> Any:
     <agnograd namespace for numpy>
     >>> agnograd.namespace(np.ones(2)) is agnograd.namespace(np)
     True
+    >>> w, x = agnograd.Variable(np.array([1.0, 2.0])), np.array([3.0, 4.0])
+    >>> xp = agnograd.namespace(w, x)  # array_namespace(w, x) raises
+    >>> xp.sum(w * x)
+    variable(11.)
     """
+    if not objs:
+        return _namespace_of_one(obj)
+    found: list[tuple[int, Any, Any]] = []  # (position, argument, its namespace)
+    for i, a in enumerate((obj, *objs)):
+        if a is None or isinstance(a, bool | int | float | complex):
+            continue
+        if not isinstance(a, Variable) and not _is_array_like(a):
+            raise TypeError(
+                f"namespace: argument {i} is a {type(a).__name__}; with several arguments, "
+                "each must be an array or a Variable (pass a namespace module alone)"
+            )
+        found.append((i, a, _namespace_of_one(a)))
+    if not found:
+        raise TypeError("namespace: no argument is an array or a Variable")
+    i, first, xp = found[0]
+    for j, other, other_xp in found[1:]:
+        if other_xp is not xp:
+            raise TypeError(
+                f"namespace: argument {j} is {_describe(other)} but argument {i} is "
+                f"{_describe(first)}; move them to one library first "
+                "(agnograd.functions.copy(x, device))"
+            )
+    return xp
+
+
+def _namespace_of_one(obj: Any) -> Any:
     if isinstance(obj, Variable):
+        if obj._data is None:  # define-then-run: from the graph
+            return obj.__array_namespace__()
         return differentiable_namespace(raw_namespace(obj._data))
     if hasattr(obj, "__name__") and not _is_array_like(obj):
         import array_api_compat
@@ -72,6 +119,18 @@ def namespace(obj: Any) -> Any:
             ) from None
         return differentiable_namespace(xp)
     return differentiable_namespace(raw_namespace(obj))
+
+
+def _describe(obj: Any) -> str:
+    """``'a numpy Variable'`` or ``'a raw torch array'``, for messages."""
+    if isinstance(obj, Variable):
+        raw = obj.array
+        return "an uninitialised Variable" if raw is None else f"a {_library(raw)} Variable"
+    return f"a raw {_library(obj)} array"
+
+
+def _library(array: Any) -> str:
+    return backend_name(raw_namespace(array))
 
 
 def _is_array_like(obj: Any) -> bool:

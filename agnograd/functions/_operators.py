@@ -15,8 +15,8 @@ from agnograd import functions as F
 from agnograd.backends._backend import SCALARS, is_array
 from agnograd.core import _extension
 from agnograd.core._config import no_backprop_mode
-from agnograd.core._variable_operators import bind
 from agnograd.core._variable import Variable
+from agnograd.core._variable_operators import bind
 from agnograd.functions import _elementwise as E
 from agnograd.functions._core import apply_nondifferentiable
 from agnograd.functions._inplace import inplace, setitem  # noqa: F401 - setitem is an operator
@@ -160,6 +160,4 @@ def matrix_transpose(self: Variable) -> Variable:
 
 _extension.operators = sys.modules[__name__]
 # The arithmetic operators call their functions without the extension point.
-bind(
-    __add__=add, __radd__=radd, __sub__=sub, __mul__=mul, __rmul__=rmul, __truediv__=truediv
-)
+bind(__add__=add, __radd__=radd, __sub__=sub, __mul__=mul, __rmul__=rmul, __truediv__=truediv)

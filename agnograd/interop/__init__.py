@@ -12,5 +12,16 @@ importing :mod:`agnograd` or this package imports no array library.
   ``jax.grad`` and ``jax.vmap`` accept, and :func:`~agnograd.interop.jax.node` runs
   a JAX function inside agnograd's graph through ``jax.vjp``.
 
+One bridge needs no import: einops' main API (``einops.rearrange``, ``reduce``,
+``repeat``, ``einsum``, ``pack``, ``unpack``) takes Variables, differentiably, as
+soon as einops is imported, before or after agnograd (its backend is defined then;
+agnograd never imports einops).
+
 See the guide ``docs/bridges.md``.
 """
+
+from agnograd.interop import _einops
+
+# einops' main API on Variables: its backend is defined once einops is imported
+# (agnograd never imports einops itself).
+_einops.install()

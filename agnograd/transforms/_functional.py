@@ -12,6 +12,7 @@ from typing import Any
 from agnograd.backends._backend import raw_namespace
 from agnograd.core._config import eager_recording
 from agnograd.core._variable import Variable
+from agnograd.transforms._constants import WRAP, call, constants, devices_of, restore
 from agnograd.transforms._transforms import (
     Arrays,
     _as_tuple,
@@ -106,7 +107,7 @@ def vjp(
     is_inputs_tuple, inputs = _as_tuple(inputs, "vjp", "inputs")
     with eager_recording():
         xs = _prepare(inputs, is_inputs_tuple, "vjp", create_graph)
-        is_outputs_tuple, outputs = _outputs(func(*xs), "vjp", strict)
+        is_outputs_tuple, outputs = _outputs(call("vjp", WRAP, func, *xs), "vjp", strict)
     if v is None:
         vs = _default_v(outputs, "vjp", "output")
     else:
@@ -183,7 +184,7 @@ def jvp(
             vs = _default_v(xs, "jvp", "input")
         else:
             vs = _validate_v(v, xs, is_inputs_tuple, "jvp", "inputs", create_graph)
-        is_outputs_tuple, outputs = _outputs(func(*xs), "jvp", strict)
+        is_outputs_tuple, outputs = _outputs(call("jvp", WRAP, func, *xs), "jvp", strict)
         us, gxs = _transpose(outputs, xs, strict, "jvp")
     gys = _grads(gxs, us, vs, create_graph)
     result = _fill_in_zeros(
@@ -251,7 +252,7 @@ def vhp(
     with eager_recording():
         xs = _prepare(inputs, is_inputs_tuple, "vhp", create_graph)
         vs = _hessian_v(v, xs, is_inputs_tuple, "vhp", create_graph)
-        out = _single_output(func(*xs), "vhp", strict)
+        out = _single_output(call("vhp", WRAP, func, *xs), "vhp", strict)
         jac = _derivative(out, xs, strict, "vhp")
     if _is_complex(out):
         gxs = _transposed_product(jac, xs, vs, create_graph)
@@ -320,7 +321,7 @@ def hvp(
     with eager_recording():
         xs = _prepare(inputs, is_inputs_tuple, "hvp", create_graph)
         vs = _hessian_v(v, xs, is_inputs_tuple, "hvp", create_graph)
-        out = _single_output(func(*xs), "hvp", strict)
+        out = _single_output(call("hvp", WRAP, func, *xs), "hvp", strict)
         jac = _derivative(out, xs, strict, "hvp")
         # seeds of the gradient's dtype: complex for a complex output of real inputs
         us = tuple(_seed_variable(x if g is None else g) for g, x in zip(jac, xs, strict=True))
@@ -341,6 +342,12 @@ def hvp(
 
 # --- JAX ----------------------------------------------------------------------------
 
+_PASS_AS_ARGUMENT = (
+    "pass each raw array that fun takes from outside as an argument (value_and_grad passes "
+    "the arguments it does not differentiate as constants), or wrap it with "
+    "agnograd.as_variable(array)"
+)
+
 
 def value_and_grad(
     fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
@@ -355,7 +362,11 @@ def value_and_grad(
     argnums : int or sequence of ints
         Which positional arguments to differentiate with respect to (negative
         counts from the end). Each may be an array, a Variable, or a tuple, list or
-        dict nesting them (a pytree); the other arguments are passed unchanged.
+        dict nesting them (a pytree). The other arguments, positional or keyword,
+        are passed as they are, except their raw arrays (also in tuples, lists and
+        dicts): those are passed as Variables that require no gradient, so that
+        ``fun`` sees one namespace, and must be arrays of the differentiated
+        arguments' library, on their device.
     has_aux : bool
         ``fun`` returns ``(value, aux)``; ``aux`` is returned as is, its Variables
         as arrays.
@@ -389,6 +400,19 @@ def value_and_grad(
     >>> x = np.array([[1.0, 2.0], [3.0, 4.0]])
     >>> value_and_grad(loss)(np.array([1.0, -1.0]), x)
     (array(2.), array([ -8., -12.]))
+
+    Data passed beside the parameters reaches ``fun`` as constant Variables, so
+    array API code that asks one namespace of all its arguments runs unchanged:
+
+    >>> import array_api_compat
+    >>> def mse(w, x, y):
+    ...     xp = array_api_compat.array_namespace(w, x, y)
+    ...     return xp.mean((x @ w - y) ** 2)
+    >>> value_and_grad(mse)(np.array([1.0, -1.0]), x, np.array([0.0, 1.0]))
+    (array(2.5), array([ -7., -10.]))
+
+    The differentiated argument may be a dict (or tuple, or list) of arrays:
+
     >>> def dot(p):
     ...     return p["w"] @ p["b"]
     >>> value_and_grad(dot)({"w": np.array([2.0, 3.0]), "b": np.array([5.0, 7.0])})
@@ -423,8 +447,18 @@ def value_and_grad(
             made = [_leaf(x, "value_and_grad", f"argument {p}", nested) for x in tree]
             xs.extend(made)
             new_args[p] = _tree_unflatten(args[p], iter(made))
+        # The other arguments' raw arrays as constants: fun sees one namespace.
+        devices = devices_of(xs)
+        wrapped: dict[int, tuple[Variable, Any]] = {}
+        for p, arg in enumerate(args):
+            if p not in positions:
+                new_args[p] = constants(arg, f"argument {p}", devices, "value_and_grad", wrapped)
+        new_kwargs = {
+            k: constants(arg, f"keyword argument {k!r}", devices, "value_and_grad", wrapped)
+            for k, arg in kwargs.items()
+        }
         with eager_recording():
-            result = fun(*new_args, **kwargs)
+            result = call("value_and_grad", _PASS_AS_ARGUMENT, fun, *new_args, **new_kwargs)
         if has_aux:
             if not (isinstance(result, tuple | list) and len(result) == 2):
                 raise TypeError(
@@ -445,6 +479,7 @@ def value_and_grad(
         grad_trees = tuple(by_position[p] for p in requested)
         out_value = value if nested else value.array
         if has_aux:
+            aux = restore(aux, wrapped)
             out_value = (out_value, aux if nested else _tree_arrays(aux))
         return out_value, (grad_trees[0] if isinstance(argnums, int) else grad_trees)
 

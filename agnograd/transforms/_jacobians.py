@@ -10,6 +10,7 @@ from typing import Any
 from agnograd.core._config import eager_recording
 from agnograd.core._variable import Variable
 from agnograd.functions._namespace import namespace_of
+from agnograd.transforms._constants import WRAP, call
 from agnograd.transforms._transforms import (
     _STRATEGIES,
     Arrays,
@@ -118,7 +119,7 @@ def jacobian(
     is_inputs_tuple, inputs = _as_tuple(inputs, "jacobian", "inputs")
     with eager_recording():
         xs = _prepare(inputs, is_inputs_tuple, "jacobian", create_graph)
-        is_outputs_tuple, outputs = _outputs(func(*xs), "jacobian", strict)
+        is_outputs_tuple, outputs = _outputs(call("jacobian", WRAP, func, *xs), "jacobian", strict)
         if strategy == "reverse-mode":
             blocks = _jacobian_by_rows(outputs, xs, create_graph, strict)
         else:
@@ -196,7 +197,7 @@ def hessian(
         )
 
     def scalar(*xs: Variable) -> Variable:
-        out = _single_output(func(*xs), "hessian", strict)
+        out = _single_output(call("hessian", WRAP, func, *xs), "hessian", strict)
         if not _is_complex(out):
             for i, x in enumerate(xs):
                 if _is_complex(x):

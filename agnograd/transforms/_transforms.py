@@ -13,6 +13,7 @@ from typing import Any, TypeAlias, cast
 import array_api_compat
 
 from agnograd.backends._backend import Array, backend_name, dtype_name, is_array, raw_namespace
+from agnograd.backends._device import device_of
 from agnograd.core._config import eager_recording
 from agnograd.core._engine import grad as _grad
 from agnograd.core._variable import Variable
@@ -145,6 +146,12 @@ def _validate_v(
             raise TypeError(
                 f"{op}: {where} is a {lib} array but the {what} it pairs with is a "
                 f"{ref_lib} array; build v with the same library"
+            )
+        device, ref_device = device_of(data), device_of(ref.array)
+        if device != ref_device:
+            raise ValueError(
+                f"{op}: {where} is on {device} but the {what[:-1]} it pairs with is on "
+                f"{ref_device}; move v there first, e.g. agnograd.functions.copy(v, '{ref_device}')"
             )
         if tuple(data.shape) != tuple(ref.shape or ()):
             raise RuntimeError(
