@@ -3,26 +3,33 @@
 ``apply1(node, x)`` is ``node.apply((x,))[0]`` and ``apply2(node, x1, x2)`` is
 ``node.apply((x1, x2))[0]``, for a fresh node of one output, which computes it with
 ``_forward1(xp, x)`` (or ``_forward2(xp, x1, x2)``: its own, or ``FunctionNode``'s,
-which calls ``forward``). Where the inputs are
-Variables of one library, functions run eagerly, no hook is registered and nothing
-was written in place, they check, compute and link in one call, sharing the linking
-with :meth:`FunctionNode.apply <agnograd.FunctionNode.apply>`; anything else (raw
-arrays, define-then-run, hooks, debug mode, in-place writes, type checks) goes
-through ``apply``, the general path. ``set_enabled(False)`` sends every call there.
+which calls ``forward``). Where the inputs are Variables of one library, functions
+run eagerly, no hook is registered and nothing was written in place, they check,
+compute and link in one call; anything else (raw arrays, define-then-run, hooks,
+debug mode, in-place writes, type checks) goes through ``apply``, the general path.
+``set_enabled(False)`` sends every call there.
+
+The two are made from one template each, with the linking of
+:data:`agnograd.core._link.LINK` in their bodies. :func:`specialise1` and
+:func:`specialise_operator` make from the same templates
+the function of one node class whose forward is one expression (``xp.tanh(x)``,
+``x * value``), written into its body: such a function makes its node only when it
+links one, and calls nothing but the computation, the node's constructor and
+``_new_variable`` on the way.
 """
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
-from agnograd.backends._backend import _namespaces
-from agnograd.core import _versions
+from agnograd.backends._backend import SCALARS, _namespaces
+from agnograd.core import _link
 from agnograd.core._config import MODE
-from agnograd.core._function import linked
+from agnograd.core._function import FunctionNode
 from agnograd.core._function_checks import _forward_failed, _output_tuple
 from agnograd.core._variable import Variable, _new_variable
 
-_graph_writes = _versions.graph_writes
 #: Whether the fast paths run (see :func:`set_enabled`).
 enabled = True
 
@@ -34,57 +41,163 @@ def set_enabled(on: bool) -> None:
     enabled = bool(on)
 
 
-def apply1(func: Any, x: Any) -> Variable:
-    """``func.apply((x,))[0]``, in one call where it can (see the module's docstring)."""
-    if x.__class__ is Variable and not _graph_writes and not func._checks_types and enabled:
-        backprop, auto_forward, hooks = MODE.get()
-        data = x._data
-        xp = _namespaces.get(data.__class__)
-        if auto_forward and not hooks and xp is not None:
-            func.xp = xp
-            try:
-                y = func._forward1(xp, data)
-            except Exception as error:
-                _forward_failed(error, func, (data,))
-                raise
-            if y.__class__ is not data.__class__:
-                _output_tuple(func, (y,))  # a NumPy scalar passes; no array is refused
-            node = x._node
-            if backprop and node.requires_grad and func.differentiable:
-                return linked(func, (node,), (data,), y, node.rank, xp)
-            return _new_variable(y, False, None, 0)
-    result: Variable = func.apply((x,))[0]
-    return result
+# The body of a function of one array ``x``. ``{make}`` gives the node, ``{compute}``
+# the output ``y`` from ``data`` (of namespace ``xp``); ``{ready}`` and
+# ``{differentiable}`` check a node given as the argument ``func`` (a node class's own
+# function knows their answers), ``{before}`` prepares it to compute, ``{made}``
+# makes the node that links, where none was given.
+_ONE = """\
+if x.__class__ is Variable and not _graph_writes and enabled{ready}:
+    backprop, auto_forward, hooks = MODE.get()
+    data = x._data
+    xp = _namespaces.get(data.__class__)
+    if auto_forward and not hooks and xp is not None:
+        {before}
+        try:
+            y = {compute}
+        except Exception as error:
+            _forward_failed(error, {make}, (data,))
+            raise
+        if y.__class__ is not data.__class__:
+            _output_tuple({make}, (y,))  # a NumPy scalar passes; no array is refused
+        node = x._node
+        if backprop and node.requires_grad{differentiable}:
+            {made}
+            nodes = (node,)
+            arrays = (data,)
+            rank = node.rank
+{link}
+        return _new_variable(y, False, None, 0)
+return {make}.apply((x,))[0]
+"""
+
+# The body of a function of two arrays ``x1`` and ``x2``: as _ONE, ``{compute}`` from
+# ``a1`` and ``a2``.
+_TWO = """\
+if (
+    x1.__class__ is Variable
+    and x2.__class__ is Variable
+    and not _graph_writes
+    and enabled{ready}
+):
+    backprop, auto_forward, hooks = MODE.get()
+    a1 = x1._data
+    a2 = x2._data
+    xp = _namespaces.get(a1.__class__)
+    if auto_forward and not hooks and xp is not None and _namespaces.get(a2.__class__) is xp:
+        {before}
+        try:
+            y = {compute}
+        except Exception as error:
+            _forward_failed(error, {make}, (a1, a2))
+            raise
+        if y.__class__ is not a1.__class__:
+            _output_tuple({make}, (y,))
+        n1 = x1._node
+        n2 = x2._node
+        if backprop and (n1.requires_grad or n2.requires_grad){differentiable}:
+            {made}
+            nodes = (n1, n2)
+            arrays = (a1, a2)
+            rank = n1.rank if n1.rank > n2.rank else n2.rank
+            rank = rank if rank > 0 else 0  # as apply: at least 0 for several inputs
+{link}
+        return _new_variable(y, False, None, 0)
+return {make}.apply((x1, x2))[0]
+"""
+
+# What the bodies read besides their arguments and the names given to _render.
+_NAMES: dict[str, Any] = {
+    "MODE": MODE,
+    "SCALARS": SCALARS,
+    "Variable": Variable,
+    "_forward_failed": _forward_failed,
+    "_namespaces": _namespaces,
+    "_new_variable": _new_variable,
+    "_output_tuple": _output_tuple,
+    **{name: getattr(_link, name) for name in _link.LINK_NAMES},
+}
 
 
-def apply2(func: Any, x1: Any, x2: Any) -> Variable:
-    """``func.apply((x1, x2))[0]``, in one call where it can (see the module's docstring)."""
-    if (
-        x1.__class__ is Variable
-        and x2.__class__ is Variable
-        and not _graph_writes
-        and not func._checks_types
-        and enabled
-    ):
-        backprop, auto_forward, hooks = MODE.get()
-        a1 = x1._data
-        a2 = x2._data
-        xp = _namespaces.get(a1.__class__)
-        if auto_forward and not hooks and xp is not None and _namespaces.get(a2.__class__) is xp:
-            func.xp = xp
-            try:
-                y = func._forward2(xp, a1, a2)
-            except Exception as error:
-                _forward_failed(error, func, (a1, a2))
-                raise
-            if y.__class__ is not a1.__class__:
-                _output_tuple(func, (y,))
-            n1 = x1._node
-            n2 = x2._node
-            if backprop and (n1.requires_grad or n2.requires_grad) and func.differentiable:
-                rank = n1.rank if n1.rank > n2.rank else n2.rank
-                # as apply: the largest input rank, at least 0 for several inputs
-                return linked(func, (n1, n2), (a1, a2), y, rank if rank > 0 else 0, xp)
-            return _new_variable(y, False, None, 0)
-    result: Variable = func.apply((x1, x2))[0]
-    return result
+def _body(template: str, compute: str, make: str = "func") -> str:
+    """``template`` filled in: for the node given as the argument ``func``, or, with
+    ``make``, for a node class's own function that makes its node with ``make`` (the
+    class must check no types and be differentiable: see _own)."""
+    given = make == "func"
+    return template.format(
+        compute=compute,
+        make=make,
+        ready=" and not func._checks_types" if given else "",
+        differentiable=" and func.differentiable" if given else "",
+        before="func.xp = xp" if given else "pass",
+        made="pass" if given else f"func = {make}\n            func.xp = xp",
+        link=textwrap.indent(_link.LINK, " " * 12),
+    )
+
+
+def _render(signature: str, body: str, **names: Any) -> Any:
+    """The function ``def {signature}: {body}``: its globals are this module's (so
+    that it reads :data:`enabled` as it is now) and ``names``, through a closure."""
+    names = {**_NAMES, **names}
+    factory = "def make({}):\n    def {}:\n{}\n    return {}".format(
+        ", ".join(names),
+        signature,
+        textwrap.indent(body, " " * 8),
+        signature.split("(", 1)[0],
+    )
+    return _link.render(factory, globals())(**names)
+
+
+#: ``apply1(func, x)``: ``func.apply((x,))[0]``, in one call where it can.
+apply1 = _render("apply1(func, x)", _body(_ONE, "func._forward1(xp, data)"))
+#: ``apply2(func, x1, x2)``: ``func.apply((x1, x2))[0]``, in one call where it can.
+apply2 = _render(
+    "apply2(func, x1, x2)",
+    _body(_TWO, "func._forward2(xp, a1, a2)"),
+)
+
+
+def _own(template: str, node: type[FunctionNode], compute: str, make: str = "Node()") -> str:
+    """The body of the function of the node class ``node`` (made by ``make``), whose
+    forward is ``compute``: the class must check no types and be differentiable,
+    which its function takes for given."""
+    assert not node._checks_types, node
+    assert node.differentiable, node
+    return _body(template, compute, make)
+
+
+def specialise1(name: str, node: type[FunctionNode], expression: str, **names: Any) -> Any:
+    """The function ``name(x)`` that applies a new ``node()`` to ``x``, as ``apply1``
+    does, with its forward written in: ``expression`` gives ``y`` from ``data`` and
+    ``xp`` (and ``names``).
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> from agnograd.core._fast import specialise1
+    >>> import agnograd.functions as F
+    >>> tanh = specialise1("tanh", F.tanh.node, "xp.tanh(data)")
+    >>> y = tanh(agnograd.Variable(np.zeros(2)))
+    >>> y, type(y.creator_node).__name__
+    (variable([0., 0.]), 'Tanh')
+    """
+    return _render(f"{name}(x, /)", _own(_ONE, node, expression), Node=node, **names)
+
+
+def specialise_operator(
+    name: str,
+    node: type[FunctionNode],
+    compute: str,
+    scalar_node: type[FunctionNode],
+    scalar_compute: str,
+    negate: bool,
+) -> Any:
+    """The function ``name(x1, x2)`` of a binary operator: ``node()`` applied to two
+    arrays, whose forward is ``compute`` (of ``a1`` and ``a2``), or, where ``x2`` is
+    a Python scalar, ``scalar_node(value)`` applied to ``x1``, whose forward is
+    ``scalar_compute`` (of ``data`` and ``value``, which is ``-x2`` with ``negate``)."""
+    scalar = _own(_ONE, scalar_node, scalar_compute, "Scalar(value)")
+    body = "if type(x2) in SCALARS:\n    x = x1\n    value = {}\n{}{}".format(
+        "-x2" if negate else "x2", textwrap.indent(scalar, "    "), _own(_TWO, node, compute)
+    )
+    return _render(f"{name}(x1, x2, /)", body, Node=node, Scalar=scalar_node)

@@ -24,15 +24,18 @@ from agnograd.core._function_checks import (
     mixed_backends,
     sum_to,
 )
+from agnograd.core._link import (
+    _IN_ORDER,
+    _graph_writes,
+    _record_versions,
+    _uncounted,
+    _written,
+    linked,
+)
 from agnograd.core._variable import Variable, _new_variable
 from agnograd.core._variable_node import VariableNode
 
 _weakref = weakref.ref
-# The registries of agnograd.core._versions, read by every operation: module globals, so
-# that reading one costs one lookup (they are never rebound, only filled).
-_written = _versions.versions
-_graph_writes = _versions.graph_writes
-_uncounted = _versions.uncounted
 
 
 class FunctionNode:
@@ -525,41 +528,6 @@ class FunctionNode:
         return f"<{self.label} rank={self.rank}>"
 
 
-_IN_ORDER = {n: tuple(range(n)) for n in range(1, 9)}
-
-
-def linked(
-    func: FunctionNode,
-    nodes: tuple[VariableNode, ...],
-    arrays: tuple[Any, ...],
-    y: Any,
-    rank: int,
-    xp: Any,
-) -> Variable:
-    """Link ``func``, whose forward computed the one output ``y`` from ``arrays`` (of
-    the inputs ``nodes``, of namespace ``xp``, the largest rank ``rank``), into the
-    graph: its output Variable, and what it keeps for backward with their versions.
-    ``FunctionNode.apply`` and the fast paths of agnograd's own nodes share it."""
-    func.rank = rank
-    func.inputs = nodes
-    var = _new_variable(y, True, func, rank + 1)
-    func.outputs = (_weakref(var._node),)
-    retain_in = func._retain_in
-    if retain_in:  # all the inputs, in order, is the common case: no new tuple
-        keep_all = retain_in == _IN_ORDER.get(len(arrays))
-        func._saved_inputs = arrays if keep_all else tuple([arrays[i] for i in retain_in])
-    retain_out = func._retain_out
-    if retain_out:
-        func._saved_outputs = (y,) if retain_out == (0,) else tuple([(y,)[i] for i in retain_out])
-    # The versions of what it keeps, once some array was written in place, and
-    # always for a library that counts writes itself (PyTorch): agnograd.core._versions.
-    if (retain_in or retain_out) and (_written or xp not in _uncounted):
-        _record_versions(func, arrays[0])
-    if _graph_writes:
-        _versions.note_outputs((var,))
-    return var
-
-
 def _no_type_check(self: FunctionNode, in_types: Any) -> None:
     """No check: what a FunctionNode without ``check_type_forward`` has."""
 
@@ -588,11 +556,3 @@ def _declared(func: FunctionNode, name: str) -> bool:
     return name in func.__dict__ or any(
         name in vars(cls) for cls in type(func).__mro__ if cls is not FunctionNode
     )
-
-
-def _record_versions(func: FunctionNode, sample: Any) -> None:
-    recorded = _versions.record(
-        func.xp, func._saved_inputs or (), func._saved_outputs or (), sample
-    )
-    if recorded is not None:  # a node that keeps nothing gets no entry
-        func._saved_versions = recorded

@@ -13,7 +13,7 @@ import array_api_compat
 
 from agnograd.backends._backend import SCALARS, raw_namespace
 from agnograd.core import _versions
-from agnograd.core._fast import apply1, apply2
+from agnograd.core._fast import apply1, apply2, specialise1
 from agnograd.core._function import FunctionNode
 from agnograd.core._function import symbolic as _symbolic
 from agnograd.core._variable import Variable
@@ -284,14 +284,15 @@ def unary(
     if compute is not None:
         attrs["compute"] = staticmethod(compute)
     node = type(cls_name, (Unary,), attrs)
-
-    def apply(x: Any, /) -> Variable:
-        return apply1(node(), x)
-
+    # The function, with the forward written in (agnograd.core._fast).
+    if compute is None:
+        apply = specialise1(fn, node, f"xp.{fn}(data)")
+    else:
+        apply = specialise1(fn, node, "compute(xp, data)", compute=compute)
     apply.__name__ = apply.__qualname__ = fn
     apply.__module__ = module
     apply.__doc__ = doc
-    apply.node = node  # type: ignore[attr-defined]
+    apply.node = node
     return apply
 
 

@@ -34,11 +34,13 @@ from __future__ import annotations
 
 import cmath
 import math
+import operator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agnograd.backends._abstract import register_elementwise
 from agnograd.backends._backend import SCALARS
-from agnograd.core._fast import apply1, apply2
+from agnograd.core._fast import apply1, specialise_operator
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.functions._binary import ROWS as BINARY_ROWS
@@ -51,48 +53,74 @@ ROWS = Rows(__name__)
 
 # -- binary arithmetic (the operators' functions) -----------------------------------
 
+# A Python operator's symbol -> the operator.
+_OPERATORS = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": operator.truediv,
+    "**": operator.pow,
+}
 
-class Add(FunctionNode):
+
+class Operator(FunctionNode):
+    """The node of ``x1 {symbol} x2``, a Python operator between two arrays."""
+
     broadcasts = True
+    #: The operator, which the fast path writes into the function of the node.
+    symbol: str
+    _operator: Callable[[Any, Any], Any]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._operator = staticmethod(_OPERATORS[cls.symbol])
 
     def _forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
-        return x1 + x2
+        return self._operator(x1, x2)
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (inputs[0] + inputs[1],)
+        return (self._operator(inputs[0], inputs[1]),)
+
+
+class Add(Operator):
+    symbol = "+"
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return grad_outputs * len(indexes)
 
 
 class WithScalar(FunctionNode):
-    """The node of an operation between an array and the Python scalar ``value``."""
+    """The node of ``x {symbol} value`` (``value {symbol} x`` where ``reflected``), a
+    Python operator between an array and the Python scalar ``value``."""
 
     __slots__ = ("value",)
+    symbol: str
+    reflected = False
+    _operator: Callable[[Any, Any], Any]
 
     def __init__(self, value: Any) -> None:
         self.value = value
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._operator = staticmethod(_OPERATORS[cls.symbol])
 
-class AddConstant(WithScalar):
     def _forward1(self, xp: Any, x: Any) -> Any:
-        return x + self.value
+        return self._operator(self.value, x) if self.reflected else self._operator(x, self.value)
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (inputs[0] + self.value,)
+        return (self._forward1(self.xp, inputs[0]),)
+
+
+class AddConstant(WithScalar):
+    symbol = "+"
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return grad_outputs
 
 
-class Sub(FunctionNode):
-    broadcasts = True
-
-    def _forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
-        return x1 - x2
-
-    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (inputs[0] - inputs[1],)
+class Sub(Operator):
+    symbol = "-"
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
@@ -100,25 +128,16 @@ class Sub(FunctionNode):
 
 
 class SubFromConstant(WithScalar):
-    """``value - x``."""
-
-    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (self.value - inputs[0],)
+    symbol = "-"
+    reflected = True
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (-grad_outputs[0],)
 
 
-class Mul(FunctionNode):
-    broadcasts = True
-
+class Mul(Operator):
+    symbol = "*"
     _retain_in = (0, 1)
-
-    def _forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
-        return x1 * x2
-
-    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (inputs[0] * inputs[1],)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         x0, x1 = self.get_retained_inputs()
@@ -132,26 +151,15 @@ class Mul(FunctionNode):
 
 
 class MulConstant(WithScalar):
-    def _forward1(self, xp: Any, x: Any) -> Any:
-        return x * self.value
-
-    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (inputs[0] * self.value,)
+    symbol = "*"
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (grad_outputs[0] * self.value.conjugate(),)
 
 
-class Div(FunctionNode):
-    broadcasts = True
-
+class Div(Operator):
+    symbol = "/"
     _retain_in = (0, 1)
-
-    def _forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
-        return x1 / x2
-
-    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (inputs[0] / inputs[1],)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         x0, x1 = self.get_retained_inputs()
@@ -164,26 +172,17 @@ class Div(FunctionNode):
 
 
 class DivConstant(WithScalar):
-    """``x / value``."""
-
-    def _forward1(self, xp: Any, x: Any) -> Any:
-        return x / self.value
-
-    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (inputs[0] / self.value,)
+    symbol = "/"
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (grad_outputs[0] / self.value.conjugate(),)
 
 
 class DivFromConstant(WithScalar):
-    """``value / x``."""
-
+    symbol = "/"
+    reflected = True
     _retain_in = (0,)
     _retain_out = (0,)
-
-    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (self.value / inputs[0],)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (x,) = self.get_retained_inputs()
@@ -192,16 +191,9 @@ class DivFromConstant(WithScalar):
         return (-gy * conjugate(namespace_of(gy), y / x),)
 
 
-class Pow(FunctionNode):
-    broadcasts = True
-
+class Pow(Operator):
+    symbol = "**"
     _retain_in = (0, 1)
-
-    def _forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
-        return x1**x2
-
-    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (inputs[0] ** inputs[1],)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         x0, x1 = self.get_retained_inputs()
@@ -231,15 +223,8 @@ class Pow(FunctionNode):
 
 
 class PowConstant(WithScalar):
-    """``x ** value``."""
-
+    symbol = "**"
     _retain_in = (0,)
-
-    def _forward1(self, xp: Any, x: Any) -> Any:
-        return x**self.value
-
-    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (inputs[0] ** self.value,)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (x,) = self.get_retained_inputs()
@@ -253,7 +238,8 @@ class PowConstant(WithScalar):
 
 
 class PowFromConstant(WithScalar):
-    """``value ** x``."""
+    symbol = "**"
+    reflected = True
 
     def __init__(self, value: Any) -> None:
         super().__init__(value)
@@ -262,9 +248,6 @@ class PowFromConstant(WithScalar):
             self._retain_in = (0,)
 
     _retain_out = (0,)
-
-    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (self.value ** inputs[0],)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (y,) = self.get_retained_outputs()
@@ -282,28 +265,28 @@ class PowFromConstant(WithScalar):
 
 
 def _operator(
-    node: type[FunctionNode], scalar_node: type[WithScalar], *, negate: bool = False
+    name: str, node: type[Operator], scalar_node: type[WithScalar], *, negate: bool = False
 ) -> Any:
-    """The operator that applies ``node``, or ``scalar_node(x2)`` (``-x2`` with
-    ``negate``) when ``x2`` is a Python scalar."""
-    # Both compute directly on the fast path (agnograd.core._fast).
-    assert node._forward2 is not FunctionNode._forward2, node
-    assert scalar_node._forward1 is not FunctionNode._forward1, scalar_node
-
-    def apply(x1: Any, x2: Any, /) -> Variable:
-        if type(x2) in SCALARS:
-            return apply1(scalar_node(-x2 if negate else x2), x1)
-        return apply2(node(), x1, x2)
-
-    return apply
+    """The function ``name(x1, x2)`` that applies ``node``, or ``scalar_node(x2)``
+    (``-x2`` with ``negate``) when ``x2`` is a Python scalar, on the fast path with
+    their operators written in (agnograd.core._fast)."""
+    assert not scalar_node.reflected, scalar_node
+    return specialise_operator(
+        name,
+        node,
+        f"a1 {node.symbol} a2",
+        scalar_node,
+        f"data {scalar_node.symbol} value",
+        negate,
+    )
 
 
 # The operators of Variable call these directly (an array on the left, the hot path).
-_add = _operator(Add, AddConstant)
-_sub = _operator(Sub, AddConstant, negate=True)
-_mul = _operator(Mul, MulConstant)
-_div = _operator(Div, DivConstant)
-_pow = _operator(Pow, PowConstant)
+_add = _operator("add", Add, AddConstant)
+_sub = _operator("subtract", Sub, AddConstant, negate=True)
+_mul = _operator("multiply", Mul, MulConstant)
+_div = _operator("divide", Div, DivConstant)
+_pow = _operator("pow", Pow, PowConstant)
 
 
 class MultiAdd(FunctionNode):

@@ -269,12 +269,15 @@ def _generic_forward(
 # class -> (its forward, its gradient): the nodes of an array and a Python scalar
 # ``c``, whose gradient is ``value.conjugate()`` (bound as ``c`` in the backward).
 _WITH_SCALAR: dict[type, tuple[str, str]] = {
-    MulConstant: ("{x} * {c}", "gy * {c}"),
-    AddConstant: ("{x} + {c}", "gy"),
-    DivConstant: ("{x} / {c}", "gy / {c}"),
-    SubFromConstant: ("{c} - {x}", "-gy"),
+    cls: (f"{{c}} {cls.symbol} {{x}}" if cls.reflected else f"{{x}} {cls.symbol} {{c}}", gradient)
+    for cls, gradient in [
+        (MulConstant, "gy * {c}"),
+        (AddConstant, "gy"),
+        (DivConstant, "gy / {c}"),
+        (SubFromConstant, "-gy"),
+    ]
 }
-_BINARY: dict[type, str] = {Add: "+", Sub: "-", Mul: "*"}
+_BINARY: dict[type, str] = {cls: cls.symbol for cls in (Add, Sub, Mul)}
 
 
 # -- backward steps -------------------------------------------------------------
