@@ -125,6 +125,30 @@ def test_writes_behind_agnograds_back_are_caught_where_the_library_counts(where)
         y.backward()
 
 
+@pytest.mark.parametrize(
+    ("name", "kept"),
+    [
+        ("tanh", "output"),
+        ("exp", "output"),
+        ("sigmoid", "output"),
+        ("sin", "input"),
+        ("log", "input"),
+        ("square", "input"),
+    ],
+)
+def test_a_row_refuses_what_it_kept_written_behind_agnograds_back(name, kept):
+    # The rows' own backward takes the arrays that the forward kept without the
+    # accessors, except where versions were recorded: on PyTorch, always.
+    torch = pytest.importorskip("torch")
+    x = Variable(torch.asarray([0.5, 1.5], dtype=torch.float64))
+    h = x * 1.0
+    y = getattr(F, name)(h)
+    loss = F.sum(y * 1.0)
+    (h if kept == "input" else y).array[0] = 3.0
+    with pytest.raises(RuntimeError, match=OVERWRITTEN):
+        loss.backward()
+
+
 def test_counts_live_with_the_memory_they_count():
     base = np.arange(4.0)
     v = Variable(base, requires_grad=False)[1:3]

@@ -128,6 +128,7 @@ def _run(
             gxs = _gradient_tuple(func, gxs)
         if len(gxs) != len(indexes):
             gxs = _of_targets(func, gxs, indexes, len(in_nodes))
+        fits = func._gradients_fit
         for i, gx in zip(indexes, gxs):  # noqa: B905 - lengths checked above
             if gx is None:
                 continue
@@ -145,7 +146,7 @@ def _run(
             x = in_nodes[i]
             if x.moved:  # a leaf moved since the graph used it (to_device, to_chx)
                 gx = _follow_data(x, gx)
-            if gx.shape != x.shape:  # a graph's nodes have a shape: never None here
+            if not fits and gx.shape != x.shape:  # a graph's nodes have a shape
                 gx = _sum_to(gx, x.shape, func, i)  # type: ignore[arg-type]
             if gx.dtype is not x.dtype and gx.dtype != x.dtype:
                 gx = _cast(gx, x.dtype)

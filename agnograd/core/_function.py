@@ -112,6 +112,10 @@ class FunctionNode:
     # engine then hands it the gradients its inputs have so far.
     _accumulates = False
 
+    # Whether the gradients backward returns have the shapes of the inputs, as those
+    # of the elementwise functions of one array do: the engine then compares none.
+    _gradients_fit = False
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._defined_outside = not cls.__module__.startswith("agnograd.")

@@ -16,6 +16,7 @@ from agnograd.core import _versions
 from agnograd.core._fast import apply1, apply2, specialise1
 from agnograd.core._function import FunctionNode
 from agnograd.core._function import symbolic as _symbolic
+from agnograd.core._link import render
 from agnograd.core._variable import Variable
 from agnograd.functions._namespace import namespace_of
 from agnograd.functions._standard import parse_signature, signature
@@ -198,10 +199,11 @@ def conjugate(xp: Any, a: Any) -> Any:
     >>> conjugate(np, np.array([1 + 2j])), conjugate(np, np.array([1.0])), conjugate(np, 2j)
     (array([1.-2.j]), array([1.]), -2j)
     """
-    if type(a) in SCALARS:
-        return a.conjugate()
     # Every rule calls this: the cache of is_complex is read here without a call.
-    dtype = a.dtype
+    try:
+        dtype = a.dtype
+    except AttributeError:  # a Python scalar
+        return a.conjugate()
     known = _complex_dtypes.get(id(dtype))
     if known is not None and known[0] is dtype:
         return xp.conj(a) if known[1] else a
@@ -223,6 +225,8 @@ class Unary(FunctionNode):
     fn: str
     rule: Rule
     compute: Callable[[Any, Any], Any] | None = None
+    _gradients_fit = True  # elementwise, of one array
+    _row_backward: Callable[..., tuple[Any, ...]]  # the backward its declaration made
 
     def _forward1(self, xp: Any, x: Any) -> Any:
         compute = self.compute
@@ -234,23 +238,30 @@ class Unary(FunctionNode):
         return (self._forward1(self.xp, inputs[0]),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        # Through the accessors, which deal with double backprop, arrays written in
+        # place and recorded versions (PyTorch). A row's class has a backward of its
+        # own (see _UNARY_BACKWARD) that comes here for those alone.
         gy = grad_outputs[0]
-        x = y = None
-        if self._variables_in_backward or _versions.versions or self._saved_versions is not None:
-            # Double backprop, arrays written in place or versions recorded (PyTorch):
-            # the accessors deal with all of them.
-            xp = namespace_of(gy) if self._variables_in_backward else self.xp
-            if self._retain_in:
-                (x,) = self.get_retained_inputs()
-            if self._retain_out:
-                (y,) = self.get_retained_outputs()
-        else:  # the raw arrays saved by the forward, and its namespace
-            xp = self.xp
-            if self._retain_in:
-                (x,) = self._saved_inputs or self.get_retained_inputs()  # freed: it raises
-            if self._retain_out:
-                (y,) = self._saved_outputs or self.get_retained_outputs()
+        xp = namespace_of(gy) if self._variables_in_backward else self.xp
+        x = self.get_retained_inputs()[0] if self._retain_in else None
+        y = self.get_retained_outputs()[0] if self._retain_out else None
         return (self.rule(xp, x, y, gy),)
+
+
+# Unary's backward is its subclasses' where they have none of their own.
+Unary._row_backward = Unary.backward
+
+# The backward of a row's class: its rule, called with the raw arrays that the forward
+# kept and its namespace, where nothing needs the accessors (see Unary.backward); a
+# kept array that was freed goes through them, which raise. ``{x}`` and ``{y}`` read
+# what the rule reads.
+_UNARY_BACKWARD = """\
+def backward(self, indexes, grad_outputs):
+    if self._variables_in_backward or _written or self._saved_versions is not None:
+        return Unary.backward(self, indexes, grad_outputs)
+    return (rule(self.xp, {x}, {y}, grad_outputs[0]),)
+"""
+_KEPT = "(self._saved_{0}puts or self.get_retained_{0}puts())[0]"
 
 
 def unary(
@@ -283,6 +294,13 @@ def unary(
     }
     if compute is not None:
         attrs["compute"] = staticmethod(compute)
+    backward = _UNARY_BACKWARD.format(
+        x=_KEPT.format("in") if "x" in saves else "None",
+        y=_KEPT.format("out") if "y" in saves else "None",
+    )
+    names = {"Unary": Unary, "_written": _versions.versions, "rule": rule}
+    # The class's own backward, which compiled plans write in for it (_row_backward).
+    attrs["backward"] = attrs["_row_backward"] = render(backward, names)
     node = type(cls_name, (Unary,), attrs)
     # The function, with the forward written in (agnograd.core._fast).
     if compute is None:

@@ -96,6 +96,7 @@ class WithScalar(FunctionNode):
     __slots__ = ("value",)
     symbol: str
     reflected = False
+    _gradients_fit = True  # elementwise, of one array
     _operator: Callable[[Any, Any], Any]
 
     def __init__(self, value: Any) -> None:

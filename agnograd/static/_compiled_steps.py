@@ -231,7 +231,9 @@ def _real(func: FunctionNode) -> bool:
 def _own_unary(func: FunctionNode) -> bool:
     cls = type(func)
     return (
-        isinstance(func, Unary) and cls.forward is Unary.forward and cls.backward is Unary.backward
+        isinstance(func, Unary)
+        and cls.forward is Unary.forward
+        and cls.backward is cls._row_backward  # type: ignore[attr-defined]
     )
 
 
