@@ -104,12 +104,12 @@ def _run(
         try:
             if restoring and func in dropped:
                 _extension.define_then_run.restore(func)
-            if special or func._local_hooks or func.backward_receives_variables:
-                gxs = _call_backward(func, in_nodes, indexes, gys, double, False, grads)
-            elif func._defined_outside:  # a user's node: refusing arrays, accumulation
-                gxs = _call_outside(func, in_nodes, indexes, gys, grads)
-            else:
+            if func._plain_backward and not special:
                 gxs = func.backward(indexes, gys)
+            elif special or func._local_hooks or func.backward_receives_variables:
+                gxs = _call_backward(func, in_nodes, indexes, gys, double, False, grads)
+            else:  # a user's node: refusing arrays, accumulation
+                gxs = _call_outside(func, in_nodes, indexes, gys, grads)
         except Exception as error:
             if function_symbolic.get():
                 raise RuntimeError(

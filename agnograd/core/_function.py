@@ -112,6 +112,10 @@ class FunctionNode:
     # engine then hands it the gradients its inputs have so far.
     _accumulates = False
 
+    # Whether the engine calls backward itself, with arrays: not for a node whose
+    # backward receives Variables, a user's node, or one with hooks of its own.
+    _plain_backward = True
+
     # Whether the gradients backward returns have the shapes of the inputs, as those
     # of the elementwise functions of one array do: the engine then compares none.
     _gradients_fit = False
@@ -121,6 +125,7 @@ class FunctionNode:
         cls._defined_outside = not cls.__module__.startswith("agnograd.")
         cls._checks_types = cls.check_type_forward is not _NO_TYPE_CHECK
         cls._accumulates = cls.backward_accumulate is not FunctionNode.backward_accumulate
+        cls._plain_backward = not (cls.backward_receives_variables or cls._defined_outside)
 
     @property
     def label(self) -> str:
@@ -520,6 +525,7 @@ class FunctionNode:
         """Hooks registered on this node with :meth:`add_hook`."""
         if self._local_hooks is None:
             self._local_hooks = {}
+            self._plain_backward = False  # the engine runs its hooks
         return self._local_hooks
 
     def _all_hooks(self) -> list[Any]:
