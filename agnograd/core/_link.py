@@ -13,7 +13,16 @@ from collections.abc import Callable
 from typing import Any
 
 from agnograd.core import _versions
-from agnograd.core._variable import Variable, _new_variable  # noqa: F401 - LINK reads it
+from agnograd.core._source import render
+from agnograd.core._variable import (  # noqa: F401 - LINK reads them
+    NEW_VARIABLE,
+    NEW_VARIABLE_NAMES,
+    Variable,
+    VariableNode,
+    _numpy_asarray,
+    _numpy_scalars,
+    _object_new,
+)
 
 _weakref = weakref.ref
 # The registries of agnograd.core._versions, read by every operation: module globals, so
@@ -31,8 +40,7 @@ _IN_ORDER = {n: tuple(range(n)) for n in range(1, 9)}
 LINK = """\
 func.rank = rank
 func.inputs = nodes
-var = _new_variable(y, True, func, rank + 1)
-func.outputs = (_weakref(var._node),)
+{new_variable}func.outputs = (_weakref(var._node),)
 retain_in = func._retain_in
 if retain_in:  # all the inputs, in order, is the common case: no new tuple
     keep_all = retain_in == _IN_ORDER.get(len(arrays))
@@ -47,12 +55,15 @@ if (retain_in or retain_out) and (_written or xp not in _uncounted):
 if _graph_writes:
     _versions.note_outputs((var,))
 return var
-"""
+""".format(
+    new_variable=NEW_VARIABLE.format(
+        data="y", requires_grad="True", creator="func", rank="rank + 1"
+    )
+)
 
 #: The names that :data:`LINK` reads besides its arguments: this module's.
 LINK_NAMES = (
-    "_new_variable",
-    "_weakref",
+    *NEW_VARIABLE_NAMES,
     "_IN_ORDER",
     "_written",
     "_uncounted",
@@ -60,22 +71,6 @@ LINK_NAMES = (
     "_graph_writes",
     "_versions",
 )
-
-
-def render(source: str, namespace: dict[str, Any]) -> Any:
-    """The function defined by ``source`` (one ``def``), its globals ``namespace``.
-
-    Examples
-    --------
-    >>> from agnograd.core._link import render
-    >>> render("def twice(x):\\n    return 2 * x", {})(21)
-    42
-    """
-    code = compile(source, f"<agnograd: {source.split('(', 1)[0][4:]}>", "exec")
-    local: dict[str, Any] = {}
-    exec(code, namespace, local)
-    (function,) = local.values()
-    return function
 
 
 def _record_versions(func: Any, sample: Any) -> None:
