@@ -56,6 +56,7 @@ from agnograd.static import (
 )
 from agnograd.static._compiled import CompiledGraph, compile  # noqa: A004 - agnograd.compile
 from agnograd.static._define_then_run import forward_all
+from agnograd.static._jit import jit
 
 __version__ = "0.2.0.dev0"
 
@@ -90,6 +91,7 @@ __all__ = [
     "grad",
     "initializers",
     "is_debug",
+    "jit",
     "namespace",
     "namespace_of",
     "no_backprop_mode",

@@ -43,6 +43,7 @@ BENCHMARKS = {
     "compiled_memory": ("bench_compiled_memory.py", False),
     "compiled_jax": ("bench_compiled_jax.py", True),
     "compile_cost": ("bench_compile_cost.py", False),
+    "jit": ("bench_jit.py", True),
 }
 
 

@@ -32,7 +32,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             *("run_all.py", "--quick", "--rounds", "1", "--same-process"),
             "--only",
             "overhead,namespace,mlp,long_chain,checkpoint,compiled,compiled_memory,compiled_jax,"
-            "compile_cost",
+            "compile_cost,jit",
             *("--out", str(records)),
             *("--plot", str(records.with_suffix(".png"))),
         ],
@@ -168,3 +168,17 @@ def test_compile_cost_benchmark_runs(outputs: dict[str, Any]) -> None:
     for costs in rec["sizes"].values():
         assert costs["compile_s"] > 0
         assert costs["walk_s"] > costs["plan_s"] > 0
+
+
+def test_jit_benchmark_runs(outputs: dict[str, Any]) -> None:
+    rec = outputs["jit"]
+    assert rec["benchmark"] == "jit"
+    assert rec["quick"] is True
+    groups = ["chain", "mlp"]
+    if HAS_TORCH:
+        groups.append("chain on torch")
+    for name in groups:
+        assert all(t > 0 for t in rec[name]["us_median"].values())
+        assert rec[name]["ratios"][0]["ratio"].startswith("agnograd.jit / ")
+    assert rec["first_call"]["functions"] > 0
+    assert rec["first_call"]["trace_us_per_function"] > 0

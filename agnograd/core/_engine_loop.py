@@ -24,6 +24,12 @@ from agnograd.core._variable import Variable, clear_node_data
 from agnograd.core._variable_node import VariableNode
 
 
+class GradientNeedsDataError(RuntimeError):
+    """``agnograd.grad`` of a graph that has not run met a rule that reads the
+    arrays of the forward pass (a decomposition's): its gradient cannot be built
+    before the graph has run (``agnograd.jit`` then runs the function eagerly)."""
+
+
 def _relevant(seeds: Iterable[VariableNode], targets: set[VariableNode]) -> set[FunctionNode]:
     """Function nodes that lie on a path from a seed down to a target."""
     funcs: list[FunctionNode] = []
@@ -112,7 +118,7 @@ def _run(
                 gxs = _call_outside(func, in_nodes, indexes, gys, grads)
         except Exception as error:
             if function_symbolic.get():
-                raise RuntimeError(
+                raise GradientNeedsDataError(
                     f"grad: the gradient of {func.label} cannot be built before the graph "
                     f"has run (its rule reads the arrays of the forward pass: {error}); call "
                     "forward() on the outputs first, then agnograd.grad"

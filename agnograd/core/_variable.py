@@ -287,7 +287,7 @@ class Variable(Data, Graph, Operators, Printing, NnablaInterface):
         >>> agnograd.Variable(np.array([2.5])).item()
         2.5
         """
-        data = self._data
+        data = self._values("Variable.item()")
         if math.prod(data.shape) != 1:
             raise ValueError(
                 f"Variable.item: only a one-element Variable converts to a Python scalar, "
@@ -344,13 +344,24 @@ class Variable(Data, Graph, Operators, Printing, NnablaInterface):
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> numpy.ndarray:
         """NumPy's conversion: refused while a gradient is expected, since NumPy code
         would compute on plain values and the gradient would silently be lost."""
+        data = self._values("numpy.asarray()")
         if self._node.requires_grad:
             raise TypeError(
                 f"numpy.asarray() of {self._describe()}, which requires a gradient: NumPy "
                 "would compute without agnograd and the gradient would be lost. Use "
                 "array API functions (x.__array_namespace__()), or take x.array explicitly"
             )
-        return numpy.asarray(to_numpy(self._data), dtype=dtype)
+        return numpy.asarray(to_numpy(data), dtype=dtype)
+
+    def _values(self, what: str) -> Array:
+        """The data, for ``what`` (``"float()"``) to read its values: a Variable
+        without data (built with auto-forward off, not run yet) raises."""
+        data = self._data
+        if data is None:
+            raise RuntimeError(
+                f"{what} of a Variable without data: with auto-forward off, call forward() first"
+            )
+        return data
 
     # -- pickling and copying ---------------------------------------------------
     # A copy is a leaf: its data, gradient, name and requires_grad, never the graph

@@ -48,12 +48,7 @@ def _named(name: str, reflected: bool = False) -> Any:
 
 def _scalar(convert: Any) -> Any:
     def method(self: Variable) -> Any:
-        if self._data is None:
-            raise RuntimeError(
-                f"{convert.__name__}() of a Variable without data: with auto-forward off, "
-                "call forward() first"
-            )
-        return convert(self._data)
+        return convert(self._values(f"{convert.__name__}()"))
 
     return method
 

@@ -200,14 +200,21 @@ class CompiledGraph:
                 raise
             self._thread = threading.get_ident()
 
-    def _forward_unguarded(self) -> None:
-        self._fallback = (
+    def runs_own_steps(self) -> bool:
+        """Whether a run now executes the plan's own steps: not for a graph that
+        writes in place, has hooks or recomputes, nor while hooks are set or agnograd
+        has written in place, which its steps did not prove (a run then falls back to
+        ``forward_all`` and the engine)."""
+        return not (
             self._writes
             or self._hooked
             or self._recompute
-            or bool(MODE.get()[HOOKS])
-            or bool(_versions.versions)
+            or MODE.get()[HOOKS]
+            or _versions.versions
         )
+
+    def _forward_unguarded(self) -> None:
+        self._fallback = not self.runs_own_steps()
         if self._fallback:  # the plan proved neither: run the reference implementation
             keep = self._keep
             forward_all(self.outputs, keep == CLEAR, keep == NO_NEED_GRAD)

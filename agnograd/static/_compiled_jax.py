@@ -286,3 +286,25 @@ def _restored(funcs: list[FunctionNode]) -> Iterator[dict[FunctionNode, dict[str
             current.update(attributes)
         for (obj, name), value in zip(fields, values, strict=True):
             setattr(obj, name, value)
+
+
+def outputs_program(plan: CompiledGraph) -> Any:
+    """``jax.jit`` of the plan's forward as a function of the leaves' arrays to the
+    outputs' (``agnograd.jit``'s program: nothing published or kept), where the plan
+    runs on JAX arrays of one device; None otherwise."""
+    jax = sys.modules.get("jax")
+    if jax is None or plan._lowered is None or None in plan._output_slots:
+        return None
+    funcs, size = plan._funcs, len(plan._buffer)
+    slots, code = plan._leaf_slots, plan._forward_code
+    outs: list[int] = [s for s in plan._output_slots if s is not None]
+
+    def forward(leaves: tuple[Any, ...]) -> tuple[Any, ...]:
+        with _restored(funcs):  # no tracer stays on a node
+            buf: list[Any] = [None] * size
+            for slot, a in zip(slots, leaves, strict=True):
+                buf[slot] = a
+            code(buf)
+            return tuple([buf[s] for s in outs])
+
+    return jax.jit(forward)

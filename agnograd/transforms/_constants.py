@@ -39,7 +39,7 @@ _THEIRS = re.compile(r"<module '(?:array_api_compat\.)?([\w.]+)'")
 def devices_of(xs: Sequence[Variable]) -> Callable[[], list[Device]]:
     """The devices (and so the libraries) of the differentiated Variables, in order,
     looked up on the first call only: most calls pass no raw array to check."""
-    return functools.cache(lambda: list(dict.fromkeys(device_of(x.array) for x in xs)))
+    return functools.cache(lambda: list(dict.fromkeys(x.device for x in xs)))
 
 
 def constants(

@@ -9,10 +9,9 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agnograd.backends._backend import raw_namespace
-from agnograd.core._config import eager_recording
 from agnograd.core._variable import Variable
 from agnograd.transforms._constants import WRAP, call, constants, devices_of, restore
+from agnograd.transforms._symbolic import is_symbolic, recording
 from agnograd.transforms._transforms import (
     Arrays,
     _as_tuple,
@@ -25,6 +24,7 @@ from agnograd.transforms._transforms import (
     _hessian_v,
     _is_complex,
     _leaf,
+    _ones_like,
     _outputs,
     _prepare,
     _seed_variable,
@@ -105,7 +105,9 @@ def vjp(
     array([0.-2.j])
     """
     is_inputs_tuple, inputs = _as_tuple(inputs, "vjp", "inputs")
-    with eager_recording():
+    symbolic = is_symbolic(inputs)  # under agnograd.jit: results in the graph
+    create_graph = create_graph or symbolic
+    with recording(symbolic):
         xs = _prepare(inputs, is_inputs_tuple, "vjp", create_graph)
         is_outputs_tuple, outputs = _outputs(call("vjp", WRAP, func, *xs), "vjp", strict)
     if v is None:
@@ -178,7 +180,9 @@ def jvp(
     (array([ 5., 25.]), array([2., 8.]))
     """
     is_inputs_tuple, inputs = _as_tuple(inputs, "jvp", "inputs")
-    with eager_recording():
+    symbolic = is_symbolic(inputs)  # under agnograd.jit: results in the graph
+    create_graph = create_graph or symbolic
+    with recording(symbolic):
         xs = _prepare(inputs, is_inputs_tuple, "jvp", create_graph)
         if v is None:
             vs = _default_v(xs, "jvp", "input")
@@ -249,7 +253,9 @@ def vhp(
     (array(9.), array([ 6., 12.]))
     """
     is_inputs_tuple, inputs = _as_tuple(inputs, "vhp", "inputs")
-    with eager_recording():
+    symbolic = is_symbolic(inputs)  # under agnograd.jit: results in the graph
+    create_graph = create_graph or symbolic
+    with recording(symbolic):
         xs = _prepare(inputs, is_inputs_tuple, "vhp", create_graph)
         vs = _hessian_v(v, xs, is_inputs_tuple, "vhp", create_graph)
         out = _single_output(call("vhp", WRAP, func, *xs), "vhp", strict)
@@ -318,7 +324,9 @@ def hvp(
     (array(2.), array([4., 2.]))
     """
     is_inputs_tuple, inputs = _as_tuple(inputs, "hvp", "inputs")
-    with eager_recording():
+    symbolic = is_symbolic(inputs)  # under agnograd.jit: results in the graph
+    create_graph = create_graph or symbolic
+    with recording(symbolic):
         xs = _prepare(inputs, is_inputs_tuple, "hvp", create_graph)
         vs = _hessian_v(v, xs, is_inputs_tuple, "hvp", create_graph)
         out = _single_output(call("hvp", WRAP, func, *xs), "hvp", strict)
@@ -440,7 +448,10 @@ def value_and_grad(
         requested = [a % len(args) for a in numbers]
         positions = list(dict.fromkeys(requested))
         leaves = [_tree_leaves(args[p], f"argument {p}") for p in positions]
-        nested = any(isinstance(x, Variable) and x.requires_grad for tree in leaves for x in tree)
+        symbolic = is_symbolic(x for tree in leaves for x in tree)  # under agnograd.jit
+        nested = symbolic or any(
+            isinstance(x, Variable) and x.requires_grad for tree in leaves for x in tree
+        )
         new_args = list(args)
         xs: list[Variable] = []
         for p, tree in zip(positions, leaves, strict=True):
@@ -457,7 +468,7 @@ def value_and_grad(
             k: constants(arg, f"keyword argument {k!r}", devices, "value_and_grad", wrapped)
             for k, arg in kwargs.items()
         }
-        with eager_recording():
+        with recording(symbolic):
             result = call("value_and_grad", _PASS_AS_ARGUMENT, fun, *new_args, **new_kwargs)
         if has_aux:
             if not (isinstance(result, tuple | list) and len(result) == 2):
@@ -469,7 +480,7 @@ def value_and_grad(
         else:
             value = result
         _check_value(value)
-        gxs = _grads([value], xs, [raw_namespace(value.array).ones_like(value.array)], nested)
+        gxs = _grads([value], xs, [_ones_like(value)], nested)
         grads = [
             _zeros_like(x, nested) if g is None else (g if nested else g.array)
             for g, x in zip(gxs, xs, strict=True)

@@ -19,6 +19,7 @@ from agnograd.core._engine import grad as _grad
 from agnograd.core._variable import Variable
 from agnograd.functions import identity
 from agnograd.functions._namespace import namespace_of
+from agnograd.transforms._symbolic import is_symbolic, recording, symbolic_leaf
 
 #: One array or Variable, or a tuple of them (torch's "Tensor or tuple of Tensors").
 Arrays: TypeAlias = Array | Variable | tuple[Array | Variable, ...]
@@ -52,8 +53,8 @@ def _leaf(x: Any, op: str, where: str, create_graph: bool) -> Variable:
     that ``x`` captured by ``func`` from outside is not mistaken for the argument
     (as torch does, pytorch/pytorch#32576)."""
     if isinstance(x, Variable):
-        if x.array is None:
-            raise ValueError(f"{op}: {where} holds no data (an uninitialised Variable)")
+        if x.array is None:  # a Variable of a graph not run (under agnograd.jit)
+            return symbolic_leaf(x, op, where, create_graph)
         if create_graph and x.requires_grad:
             return cast(Variable, identity(x))  # one input gives one Variable
         x = x.array
@@ -141,24 +142,28 @@ def _validate_v(
     for i, (vi, ref) in enumerate(zip(vs, refs, strict=True)):
         where = f"v[{i}]" if refs_tuple else "v"
         data = vi.array if isinstance(vi, Variable) else vi
-        lib, ref_lib = _library(data), _library(ref.array)
-        if lib != ref_lib:
+        # Variables of a graph not run know their device (and so their library).
+        device = vi.device if data is None else device_of(data)
+        ref_device = ref.device if ref.array is None else device_of(ref.array)
+        if device.backend != ref_device.backend:
+            lib = device.backend if data is None else _library(data)
+            ref_lib = ref_device.backend if ref.array is None else _library(ref.array)
             raise TypeError(
                 f"{op}: {where} is a {lib} array but the {what} it pairs with is a "
                 f"{ref_lib} array; build v with the same library"
             )
-        device, ref_device = device_of(data), device_of(ref.array)
         if device != ref_device:
             raise ValueError(
                 f"{op}: {where} is on {device} but the {what[:-1]} it pairs with is on "
                 f"{ref_device}; move v there first, e.g. agnograd.functions.copy(v, '{ref_device}')"
             )
-        if tuple(data.shape) != tuple(ref.shape or ()):
+        shape = tuple(vi.shape if data is None else data.shape)
+        if shape != tuple(ref.shape or ()):
             raise RuntimeError(
-                f"{op}: {where} has shape {tuple(data.shape)} but the {what[:-1]} it pairs "
+                f"{op}: {where} has shape {shape} but the {what[:-1]} it pairs "
                 f"with has shape {tuple(ref.shape or ())}; give v that shape (no broadcasting)"
             )
-        keep = isinstance(vi, Variable) and create_graph and vi.requires_grad
+        keep = isinstance(vi, Variable) and (data is None or (create_graph and vi.requires_grad))
         checked.append(vi if keep else data)
     return tuple(checked)
 
@@ -170,8 +175,14 @@ def _default_v(refs: tuple[Variable, ...], op: str, what: str) -> tuple[Any, ...
             f"{op}: v can be omitted only when func has a single {what} with a single "
             f"element; pass v of the {what}'s shape"
         )
-    data = refs[0].array
-    return (raw_namespace(data).ones_like(data),)
+    return (_ones_like(refs[0]),)
+
+
+def _ones_like(ref: Variable) -> Any:
+    """The seed ones for ``ref``; None, which ``agnograd.grad`` reads as ones, for
+    a Variable of a graph not run."""
+    data = ref.array
+    return None if data is None else raw_namespace(data).ones_like(data)
 
 
 def _library(data: Any) -> str:
@@ -195,7 +206,8 @@ def _grads(
     ]
     if not pairs:
         return [None] * len(inputs)
-    with eager_recording() if double else contextlib.nullcontext():
+    symbolic = is_symbolic(y for y, _ in pairs)
+    with recording(symbolic) if double or symbolic else contextlib.nullcontext():
         return _grad(
             [y for y, _ in pairs],
             list(inputs),
@@ -206,6 +218,8 @@ def _grads(
 
 def _zeros_like(ref: Variable, create_graph: bool) -> Any:
     data = ref.array
+    if data is None:  # a Variable of a graph not run: zeros in that graph
+        return namespace_of(ref).zeros_like(ref)
     zeros = raw_namespace(data).zeros_like(data)
     return Variable(zeros, requires_grad=False) if create_graph else zeros
 
@@ -277,6 +291,10 @@ def _transpose(
 
 def _seed_variable(y: Variable) -> Variable:
     data = y.array
+    if data is None:  # a Variable of a graph not run: its shape, dtype and device
+        device = y.device
+        data = device.xp.zeros(y.shape, dtype=y.dtype, device=device.device)
+        return Variable(data, requires_grad=True)
     return Variable(raw_namespace(data).zeros_like(data), requires_grad=True)
 
 
@@ -292,7 +310,7 @@ def _gradient(
     out: Variable, xs: tuple[Variable, ...], strict: bool, op: str
 ) -> list[Variable | None]:
     """The gradient of the one-element ``out``, recorded for a second pass."""
-    jac = _grads([out], xs, [raw_namespace(out.array).ones_like(out.array)], True)
+    jac = _grads([out], xs, [_ones_like(out)], True)
     if strict:
         for i, g in enumerate(jac):
             if g is None or not g.requires_grad:
@@ -313,8 +331,8 @@ def _gradient(
 
 
 def _is_complex(x: Any) -> bool:
-    data = x.array if isinstance(x, Variable) else x
-    return bool(raw_namespace(data).isdtype(data.dtype, "complex floating"))
+    xp = x.xp if isinstance(x, Variable) else raw_namespace(x)  # a Variable may have no data
+    return bool(xp.isdtype(x.dtype, "complex floating"))
 
 
 def _complex_dtype(x: Variable) -> Any:
@@ -518,11 +536,10 @@ def _check_value(value: Any) -> None:
             f"output, but fun's output has shape {tuple(value.shape or ())}; reduce it, "
             "e.g. with xp.sum"
         )
-    data = value.array
-    if not raw_namespace(data).isdtype(data.dtype, "real floating"):
+    if not value.xp.isdtype(value.dtype, "real floating"):
         raise TypeError(
             "value_and_grad: fun's output must have a real floating dtype, got "
-            f"{dtype_name(data.dtype)}; use agnograd.functional.vjp for complex outputs"
+            f"{dtype_name(value.dtype)}; use agnograd.functional.vjp for complex outputs"
         )
 
 

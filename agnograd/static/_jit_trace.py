@@ -1,0 +1,370 @@
+"""What :func:`agnograd.jit` does once per signature: read the arguments, trace the
+function into a define-then-run graph, refuse what depends on the data, and make
+the plan that later calls run (see :mod:`agnograd.static._jit`).
+
+The arguments are flattened into their arrays (the leaves) and a structure: nested
+tuples, lists and dicts, and in place of each array ``_LEAF``; Python numbers,
+strings and ``None`` stay in the structure and key the trace by value. An array's
+signature is its type, shape, dtype and device (and torch's ``requires_grad``), and
+whether it came as a Variable that requires a gradient.
+
+Tracing gives ``fun`` a Variable without data for each array: an identity of a leaf
+holding the array, built with auto-forward off, so that every operation links the
+graph and infers shapes, and converting a traced value to a Python number (``bool``,
+``float``, ``x.item()``, ``numpy.asarray``) raises; :func:`refusal` turns what it
+raises into :class:`ConcretizationTypeError`, naming the line of the user's code.
+After the trace each of those Variables loses its creator and becomes the graph's
+input; the plan computes only the outputs (``CompiledGraph`` with ``keep=CLEAR``:
+no backward, nothing retained for one), so gradients that ``fun`` asks for
+(``agnograd.grad``, the transforms of :mod:`agnograd.functional`) are part of the
+graph that the plan runs forward.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import traceback
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from agnograd.backends._abstract import DataDependentError
+from agnograd.backends._backend import is_array
+from agnograd.core import _config
+from agnograd.core._config import MODE, eager_recording, using_config
+from agnograd.core._variable import Variable
+from agnograd.core._variable_node import VariableNode
+from agnograd.functions import identity
+
+#: The marker of an array in a flattened structure.
+_LEAF = "*"
+# Values that stand in a structure as themselves, keyed by value.
+_PLAIN = (bool, int, float, complex, str, bytes, type(None))
+# agnograd's own directory: its frames are not the user's code.
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_STDLIB = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
+
+
+class ConcretizationTypeError(TypeError):
+    """What :func:`agnograd.jit` raises when the traced function needs a value.
+
+    While ``jit`` traces a function, its arrays are Variables that have a shape and
+    a dtype but no values: Python control flow on them (``if x > 0``), conversions
+    to Python numbers (``float(x)``, ``x.item()``) or to NumPy
+    (``numpy.asarray(x)``), and operations whose result shape depends on the values
+    (``x[mask]``) cannot be traced. The message names the function, the line of
+    code and the ways out (``static_argnums``, or calling the function without
+    ``jit``). As JAX's error of that name, a subclass of :class:`TypeError`.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> @agnograd.jit
+    ... def relu_sum(x):
+    ...     return x.__array_namespace__().sum(x) if float(x[0]) > 0 else x[0]
+    >>> relu_sum(np.ones(3))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+      ...
+    agnograd.static._jit_trace.ConcretizationTypeError: jit(relu_sum): float() needs ...
+    """
+
+
+def flatten(tree: Any, leaves: list[Any], name: str, where: str) -> Any:
+    """``tree``'s structure (hashable), its arrays appended to ``leaves``: tuples,
+    lists, namedtuples and dicts are walked, a Variable counts as its array, plain
+    Python values stand as themselves; anything else is a ``TypeError`` naming
+    ``where`` (an argument, ``argument 0[1]['w']``)."""
+    cls = tree.__class__
+    if cls is tuple or cls is list:
+        return (cls, *[flatten(t, leaves, name, f"{where}[{i}]") for i, t in enumerate(tree)])
+    if cls is dict:
+        items = [(k, flatten(t, leaves, name, f"{where}[{k!r}]")) for k, t in tree.items()]
+        return (dict, *items)
+    if cls is Variable:
+        return _variable(tree, leaves, name, where)
+    if is_array(tree):
+        if getattr(tree, "requires_grad", False) is True:
+            raise TypeError(
+                f"jit({name}): {where} requires a gradient in torch's own autograd, whose "
+                "graph agnograd cannot reach; pass tensor.detach()"
+            )
+        leaves.append(tree)
+        return _LEAF
+    if cls in _PLAIN:
+        return (cls, tree)
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):  # a namedtuple
+        return (cls, *[flatten(t, leaves, name, f"{where}[{i}]") for i, t in enumerate(tree)])
+    if isinstance(tree, Variable):  # a subclass (Parameter)
+        return _variable(tree, leaves, name, where)
+    raise TypeError(
+        f"jit({name}): {where} is a {cls.__name__}; jit's arguments are arrays, Variables, "
+        "Python numbers, strings and None, nested in tuples, lists and dicts; pass it "
+        "through static_argnums (it is then part of the signature, and must be hashable), "
+        "or close over it"
+    )
+
+
+def _variable(x: Variable, leaves: list[Any], name: str, where: str) -> str:
+    if x._data is None and x.creator_node is None:
+        raise TypeError(
+            f"jit({name}): {where} is a Variable without data (uninitialised); give it "
+            "data first (x.d = array)"
+        )
+    leaves.append(x)
+    return _LEAF
+
+
+def unflatten(tree: Any, leaves: Iterator[Any]) -> Any:
+    """The structure ``tree`` (from :func:`flatten`) with its arrays from ``leaves``."""
+    if tree is _LEAF:
+        return next(leaves)
+    cls = tree[0]
+    if cls is dict:
+        return {k: unflatten(t, leaves) for k, t in tree[1:]}
+    if cls in _PLAIN:
+        return tree[1]
+    items = [unflatten(t, leaves) for t in tree[1:]]
+    return cls(*items) if hasattr(cls, "_fields") else cls(items)
+
+
+def spec(a: Any) -> tuple[Any, ...]:
+    """What a plan is made for, of one array: type, shape, dtype, device (a JAX
+    array's sharding, which names its devices and is quicker to read), and whether
+    torch's autograd records it."""
+    device = getattr(a, "sharding", None)
+    if device is None:
+        device = getattr(a, "device", None)
+    return (a.__class__, tuple(a.shape), a.dtype, device, getattr(a, "requires_grad", False))
+
+
+def config_key() -> tuple[Any, ...]:
+    """This thread's configuration as it keys traces: ``enable_backprop`` and every
+    entry of ``agnograd.config`` (``using_config("train", False)`` retraces); values
+    that are not plain Python ones by identity. Function hooks are left out: the plan
+    runs them itself."""
+    values: list[Any] = [MODE.get()[0]]
+    unset = _config._UNSET
+    for name, entry in _config._entries.items():
+        value = entry.get(unset)
+        if value is not unset:  # an entry set in another thread only, or deleted
+            plain = value.__class__ in _PLAIN
+            values.append((name, value if plain else (value.__class__, id(value))))
+    return tuple(values)
+
+
+def arrays_of(leaves: list[Any]) -> tuple[list[Any], tuple[bool, ...]]:
+    """The arrays of ``leaves`` (a Variable's data), and whether each requires a
+    gradient (a Variable that does; an array never)."""
+    arrays = [x._data if isinstance(x, Variable) else x for x in leaves]
+    return arrays, tuple([isinstance(x, Variable) and x.requires_grad for x in leaves])
+
+
+class Trace:
+    """One trace of ``fun``: the graph's outputs and inputs, and the structure of
+    what ``fun`` returned."""
+
+    def __init__(self, outputs: list[Variable], inputs: list[VariableNode | None], tree: Any):
+        #: The Variables the plan computes; their graph's inputs include ``inputs``.
+        self.outputs = outputs
+        #: Per array argument, the node it feeds (the graph's input where used).
+        self.inputs = inputs
+        #: What ``fun`` returned, with ``("output", i)``, ``("input", k)`` or
+        #: ``("variable", v)`` where a Variable stood.
+        self.tree = tree
+
+
+def trace(
+    fun: Callable[..., Any],
+    name: str,
+    rebuild: Callable[[list[Any]], tuple[tuple[Any, ...], dict[str, Any]]],
+    arrays: list[Any],
+    grads: tuple[bool, ...],
+) -> Trace:
+    """Trace ``fun`` on Variables without data standing for ``arrays`` (requiring a
+    gradient where ``grads`` says, as the Variables passed do); ``rebuild`` makes
+    ``fun``'s arguments from a list of them. Raises :class:`ConcretizationTypeError`
+    where ``fun`` needs their values."""
+    with (
+        using_config("enable_backprop", True),
+        using_config("auto_forward", False),
+        using_config("function_hooks", {}),
+    ):
+        traced: list[Variable] = []
+        for a, grad in zip(arrays, grads, strict=True):
+            # An identity of a leaf that requires no gradient: the rank of a leaf, so
+            # that the gradients fun asks for add up in the order they do eagerly.
+            t: Variable = identity(Variable(a, requires_grad=False))  # type: ignore[assignment]
+            if grad:
+                t.requires_grad = True
+            traced.append(t)
+        args, kwargs = rebuild(traced)
+        try:
+            result = fun(*args, **kwargs)
+        except Exception as error:
+            refused = refusal(error, name)
+            if refused is not None:
+                raise refused.with_traceback(error.__traceback__) from None
+            error.add_note(
+                f"(raised while agnograd.jit traced {name}: its arrays were Variables "
+                "without data, of the arguments' shapes and dtypes)"
+            )
+            raise
+    index = {id(t): k for k, t in enumerate(traced)}
+    outputs: list[Variable] = []
+    tree = _outputs(result, index, outputs, {})
+    nodes: list[VariableNode | None] = []
+    for t, a in zip(traced, arrays, strict=True):
+        t.unchain()  # the graph's input from now on, fed by each call
+        node = t._node
+        node._data = a
+        nodes.append(node)
+    return Trace(outputs, nodes, tree)
+
+
+def _outputs(
+    result: Any, inputs: dict[int, int], outputs: list[Variable], seen: dict[int, int]
+) -> Any:
+    """The structure of what ``fun`` returned, each Variable replaced by where its
+    value comes from: an output of the plan, an argument, or a Variable that holds
+    data (closed over, or a constant made while tracing)."""
+    cls = result.__class__
+    if isinstance(result, Variable):
+        k = inputs.get(id(result))
+        if k is not None:
+            return ("input", k)
+        if result._data is not None:
+            return ("variable", result)
+        i = seen.get(id(result))
+        if i is None:
+            i = seen[id(result)] = len(outputs)
+            outputs.append(result)
+        return ("output", i)
+    if cls is tuple or cls is list or (isinstance(result, tuple) and hasattr(result, "_fields")):
+        return (cls, *[_outputs(r, inputs, outputs, seen) for r in result])
+    if cls is dict:
+        return (dict, *[(k, _outputs(r, inputs, outputs, seen)) for k, r in result.items()])
+    return ("value", result)
+
+
+def results(tree: Any, outputs: list[Any], arrays: list[Any]) -> Any:
+    """What ``fun`` returned, rebuilt from the structure of :func:`_outputs`."""
+    cls = tree[0]
+    if cls == "output":
+        return outputs[tree[1]]
+    if cls == "input":
+        return arrays[tree[1]]
+    if cls == "variable":
+        return tree[1]._data
+    if cls == "value":
+        return tree[1]
+    if cls is dict:
+        return {k: results(t, outputs, arrays) for k, t in tree[1:]}
+    items = [results(t, outputs, arrays) for t in tree[1:]]
+    return cls(*items) if hasattr(cls, "_fields") else cls(items)
+
+
+def eager(
+    fun: Callable[..., Any],
+    rebuild: Callable[[list[Any]], tuple[tuple[Any, ...], dict[str, Any]]],
+    arrays: list[Any],
+    grads: tuple[bool, ...],
+) -> Any:
+    """``fun`` run eagerly on fresh Variables of ``arrays`` (requiring a gradient where
+    ``grads`` says), as the trace gives them, its Variables returned as arrays."""
+    with eager_recording():
+        variables = [Variable(a, requires_grad=g) for a, g in zip(arrays, grads, strict=True)]
+        args, kwargs = rebuild(variables)
+        return _arrays(fun(*args, **kwargs))
+
+
+def _arrays(result: Any) -> Any:
+    if isinstance(result, Variable):
+        return result._data
+    cls = result.__class__
+    if cls is tuple or cls is list:
+        return cls([_arrays(r) for r in result])
+    if isinstance(result, tuple) and hasattr(result, "_fields"):
+        return cls(*[_arrays(r) for r in result])
+    if cls is dict:
+        return {k: _arrays(r) for k, r in result.items()}
+    return result
+
+
+# -- refusals ---------------------------------------------------------------------
+
+# The methods of a Variable that read its values: a traced Variable has none.
+_CONVERSIONS = {
+    "__bool__": "bool()",
+    "__float__": "float()",
+    "__int__": "int()",
+    "__index__": "use as an index",
+    "__complex__": "complex()",
+    "item": "Variable.item()",
+    "__array__": "numpy.asarray()",
+    "__dlpack__": "DLPack export",
+    "__contains__": "`in`",
+}
+
+
+# What reads an array's values, called on what x.array gives a traced Variable.
+_ARRAY_CONVERSIONS = {"tolist", "item", "__array__", "__dlpack__", "numpy", "__float__"}
+
+
+def refusal(error: BaseException, name: str) -> ConcretizationTypeError | None:
+    """jit's error for ``error`` raised while tracing ``name``, where it came from a
+    value the trace does not have; None for any other error."""
+    static = (
+        "while jit traces, arrays have a shape and a dtype but no values: make the "
+        f"argument static (jit({name}, static_argnums=...)), choose with xp.where "
+        f"instead of `if`, or call {name} without jit"
+    )
+    for frame, _ in traceback.walk_tb(error.__traceback__):
+        conversion = _CONVERSIONS.get(frame.f_code.co_name)
+        owner = frame.f_locals.get("self")
+        if conversion is not None and isinstance(owner, Variable) and owner._data is None:
+            what = f"{conversion} needs the value of a traced array"
+            return ConcretizationTypeError(f"jit({name}): {what}, at {user_line(error)}; {static}")
+    if (
+        isinstance(error, AttributeError) and error.obj is None and error.name in _ARRAY_CONVERSIONS
+    ):  # x.array.tolist(): a traced Variable's array is None
+        return ConcretizationTypeError(
+            f"jit({name}): .{error.name}() of None, at {user_line(error)}: x.array and x.d "
+            f"of a traced Variable are None; {static}"
+        )
+    if _caused_by(error, DataDependentError):
+        return ConcretizationTypeError(
+            f"jit({name}): the shape of a result depends on the values of a traced array, "
+            f"at {user_line(error)}; jit needs every shape when it traces: compute without "
+            f"a boolean mask (xp.where), or call {name} without jit"
+        )
+    return None
+
+
+def _caused_by(error: BaseException | None, kind: type[BaseException]) -> bool:
+    seen = 0
+    while error is not None and seen < 8:
+        if isinstance(error, kind):
+            return True
+        error = error.__cause__ or error.__context__
+        seen += 1
+    return False
+
+
+def user_line(error: BaseException) -> str:
+    """``file:line (`code`)`` of the innermost frame of ``error``'s traceback that is
+    neither agnograd's nor the standard library's."""
+    found: types.FrameType | None = None
+    line = 0
+    for frame, lineno in traceback.walk_tb(error.__traceback__):
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if filename.startswith(_PACKAGE) or (
+            filename.startswith(_STDLIB) and "-packages" + os.sep not in filename
+        ):
+            continue
+        found, line = frame, lineno
+    if found is None:
+        return "a line of agnograd"
+    code = linecache.getline(found.f_code.co_filename, line).strip()
+    where = f"{found.f_code.co_filename}:{line}"
+    return f"{where} (`{code}`)" if code else where
