@@ -43,14 +43,14 @@ def sum_to(gx: Any, shape: tuple[int, ...], func: FunctionNode, index: int) -> A
             f"backward of {func.label} returned a gradient of shape {tuple(gx.shape)} for "
             f"input {index}, which has shape {shape} and cannot be reached by broadcasting"
         )
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, s in enumerate(shape) if s == 1 and gx.shape[lead + i] != 1
-    )
-    if axes:
-        gx = xp.sum(gx, axis=axes, keepdims=True)
-    if lead:
-        gx = xp.reshape(gx, shape)
-    return gx
+    inner = tuple(lead + i for i, s in enumerate(shape) if s == 1 and gx.shape[lead + i] != 1)
+    axes = tuple(range(lead)) + inner
+    if not axes:
+        return gx
+    if not inner and shape:  # leading axes alone (a bias's gradient): no reshape
+        return xp.sum(gx, axis=axes)
+    gx = xp.sum(gx, axis=axes, keepdims=True)
+    return xp.reshape(gx, shape) if lead else gx
 
 
 def _freed_message(func: FunctionNode, what: str) -> str:
