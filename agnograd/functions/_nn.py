@@ -97,6 +97,19 @@ def log_softmax(x: Any, axis: int = 1) -> Variable:
     return apply1(LogSoftmax(axis), x)
 
 
+def _targets(ignore_label: int, xp: Any, x: Any, t: Any) -> tuple[Any, Any, Any]:
+    """One-hot targets of the labels ``t`` for the logits ``x`` (ignored rows all
+    zero), the valid mask and its count."""
+    valid = t != ignore_label
+    rxp, device = raw_xp_device(x)
+    classes = rxp.arange(x.shape[1], dtype=t.dtype, device=device)
+    onehot = xp.astype(t[:, None] == classes[None, :], x.dtype)
+    valid = xp.astype(valid, x.dtype)
+    # An array, not a Python int: lazy backends (Dask) stay lazy.
+    count = xp.clip(xp.sum(valid), min=1)
+    return onehot, valid, count
+
+
 class SoftmaxCrossEntropy(FunctionNode):
     """Cross entropy of logits ``x`` (N, C) against integer labels ``t`` (N,).
 
@@ -109,16 +122,6 @@ class SoftmaxCrossEntropy(FunctionNode):
         self.ignore_label = ignore_label
         self.reduce = reduce
 
-    def _targets(self, xp: Any, x: Any, t: Any) -> tuple[Any, Any, Any]:
-        """One-hot targets (ignored rows all zero), the valid mask and its count."""
-        valid = t != self.ignore_label
-        rxp, device = raw_xp_device(x)
-        classes = rxp.arange(x.shape[1], dtype=t.dtype, device=device)
-        onehot = xp.astype(t[:, None] == classes[None, :], x.dtype)
-        # An array, not a Python int: lazy backends (Dask) stay lazy.
-        count = xp.clip(xp.sum(xp.astype(valid, x.dtype)), min=1)
-        return onehot, xp.astype(valid, x.dtype), count
-
     def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:
         x = inputs[0]
         return ((() if self.reduce == "mean" else (x.shape[0],), x.dtype),)
@@ -126,7 +129,7 @@ class SoftmaxCrossEntropy(FunctionNode):
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         x, t = inputs
         xp = self.xp
-        onehot, valid, count = self._targets(xp, x, t)
+        onehot, valid, count = _targets(self.ignore_label, xp, x, t)
         losses = -xp.sum(_log_softmax(xp, x, 1) * onehot, axis=1) * valid
         if self.reduce == "mean":
             return (xp.sum(losses) / count,)
@@ -135,14 +138,61 @@ class SoftmaxCrossEntropy(FunctionNode):
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         x, t = self.get_retained_inputs()
         (gy,) = grad_outputs
-        xp = namespace_of(gy)
-        # The labels, read as constants (nodes of a gradient graph not run yet).
-        data, t = held(x), held(t)
-        onehot, valid, count = self._targets(namespace_of(t), data, t)
-        p = _softmax(xp, x, 1)
-        scale = gy / count if self.reduce == "mean" else xp.reshape(gy, (-1, 1))
-        gx = (p - onehot) * valid[:, None] * scale
+        if not self._variables_in_backward:  # arrays: the gradient computed at once
+            gx = _cross_entropy_grad(self, self.xp, x, t, gy)
+        else:  # double backprop, or a gradient graph built before it runs: one node
+            grad = SoftmaxCrossEntropyGrad(self.ignore_label, self.reduce)
+            gx = grad.apply((x, t, gy))[0]
         return tuple(gx if i == 0 else None for i in indexes)
+
+
+def _cross_entropy_grad(node: Any, xp: Any, x: Any, t: Any, gy: Any) -> Any:
+    """``(softmax(x) - onehot(t)) * valid * scale``, the gradient of ``node``'s loss
+    (its ``ignore_label`` and ``reduce``) for ``x`` of the output gradient ``gy``."""
+    onehot, valid, count = _targets(node.ignore_label, xp, x, t)
+    scale = gy / count if node.reduce == "mean" else xp.reshape(gy, (-1, 1))
+    return (_softmax(xp, x, 1) - onehot) * (valid[:, None] * scale)
+
+
+class SoftmaxCrossEntropyGrad(FunctionNode):
+    """The gradient of :class:`SoftmaxCrossEntropy` for ``x``, of ``(x, t, gy)``: one
+    node where double backprop or a gradient graph built before it runs would
+    otherwise make one per array operation. ``t`` gets no gradient."""
+
+    _retain_in = (0, 1, 2)
+
+    def __init__(self, ignore_label: int, reduce: str) -> None:
+        self.ignore_label = ignore_label
+        self.reduce = reduce
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        x, t, gy = inputs
+        return (_cross_entropy_grad(self, self.xp, x, t, gy),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        # gx = (p - onehot) * w with p = softmax(x) and w = valid * scale, scale the
+        # output gradient (over the count, for a mean): for the upstream g,
+        # d/dx = p * (u - sum(u * p)) with u = g * w (softmax's transposed Jacobian),
+        # d/dgy = sum(g * (p - onehot) * valid), over the count for a mean.
+        x, t, gy = self.get_retained_inputs()
+        (g,) = grad_outputs
+        xp = namespace_of(g)
+        data, labels = held(x), held(t)  # constants (nodes of a graph not run yet)
+        onehot, valid, count = _targets(self.ignore_label, namespace_of(labels), data, labels)
+        p = _softmax(xp, x, 1)
+        mean = self.reduce == "mean"
+        result: list[Any] = []
+        for i in indexes:
+            if i == 0:
+                scale = gy / count if mean else xp.reshape(gy, (-1, 1))
+                u = g * (valid[:, None] * scale)
+                result.append(p * (u - xp.sum(u * p, axis=1, keepdims=True)))
+            elif i == 2:
+                per_row = xp.sum(g * (p - onehot), axis=1) * valid
+                result.append(xp.sum(per_row) / count if mean else per_row)
+            else:
+                result.append(None)
+        return tuple(result)
 
 
 @ROWS.declare("softmax_cross_entropy", standard=False)
