@@ -11,7 +11,7 @@ from typing import Any
 
 from agnograd.core._variable import Variable
 from agnograd.transforms._constants import WRAP, call, constants, devices_of, restore
-from agnograd.transforms._symbolic import is_symbolic, recording
+from agnograd.transforms._symbolic import is_symbolic, recording, recording_for
 from agnograd.transforms._transforms import (
     Arrays,
     _as_tuple,
@@ -105,9 +105,8 @@ def vjp(
     array([0.-2.j])
     """
     is_inputs_tuple, inputs = _as_tuple(inputs, "vjp", "inputs")
-    symbolic = is_symbolic(inputs)  # under agnograd.jit: results in the graph
-    create_graph = create_graph or symbolic
-    with recording(symbolic):
+    create_graph, recorded = recording_for(inputs, create_graph)  # under jit: in its graph
+    with recorded:
         xs = _prepare(inputs, is_inputs_tuple, "vjp", create_graph)
         is_outputs_tuple, outputs = _outputs(call("vjp", WRAP, func, *xs), "vjp", strict)
     if v is None:
@@ -180,9 +179,8 @@ def jvp(
     (array([ 5., 25.]), array([2., 8.]))
     """
     is_inputs_tuple, inputs = _as_tuple(inputs, "jvp", "inputs")
-    symbolic = is_symbolic(inputs)  # under agnograd.jit: results in the graph
-    create_graph = create_graph or symbolic
-    with recording(symbolic):
+    create_graph, recorded = recording_for(inputs, create_graph)  # under jit: in its graph
+    with recorded:
         xs = _prepare(inputs, is_inputs_tuple, "jvp", create_graph)
         if v is None:
             vs = _default_v(xs, "jvp", "input")
@@ -253,9 +251,8 @@ def vhp(
     (array(9.), array([ 6., 12.]))
     """
     is_inputs_tuple, inputs = _as_tuple(inputs, "vhp", "inputs")
-    symbolic = is_symbolic(inputs)  # under agnograd.jit: results in the graph
-    create_graph = create_graph or symbolic
-    with recording(symbolic):
+    create_graph, recorded = recording_for(inputs, create_graph)  # under jit: in its graph
+    with recorded:
         xs = _prepare(inputs, is_inputs_tuple, "vhp", create_graph)
         vs = _hessian_v(v, xs, is_inputs_tuple, "vhp", create_graph)
         out = _single_output(call("vhp", WRAP, func, *xs), "vhp", strict)
@@ -324,9 +321,8 @@ def hvp(
     (array(2.), array([4., 2.]))
     """
     is_inputs_tuple, inputs = _as_tuple(inputs, "hvp", "inputs")
-    symbolic = is_symbolic(inputs)  # under agnograd.jit: results in the graph
-    create_graph = create_graph or symbolic
-    with recording(symbolic):
+    create_graph, recorded = recording_for(inputs, create_graph)  # under jit: in its graph
+    with recorded:
         xs = _prepare(inputs, is_inputs_tuple, "hvp", create_graph)
         vs = _hessian_v(v, xs, is_inputs_tuple, "hvp", create_graph)
         out = _single_output(call("hvp", WRAP, func, *xs), "hvp", strict)

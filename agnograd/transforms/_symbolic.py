@@ -46,6 +46,16 @@ def recording(symbolic: bool) -> Iterator[None]:
         yield
 
 
+def recording_for(
+    inputs: Iterable[Any], create_graph: bool
+) -> tuple[bool, contextlib.AbstractContextManager[None]]:
+    """What a torch-style transform of ``inputs`` records with: its ``create_graph``
+    (always, for Variables of a graph not run, whose results are that graph's), and
+    the block that records ``func``'s graph (:func:`recording`)."""
+    symbolic = is_symbolic(inputs)
+    return create_graph or symbolic, recording(symbolic)
+
+
 def building() -> bool:
     """Whether operations link the graph without computing (auto-forward off)."""
     return not MODE.get()[AUTO_FORWARD]
