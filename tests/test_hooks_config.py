@@ -254,3 +254,21 @@ def test_no_backprop_mode_is_thread_local(backend):
 def test_new_thread_starts_with_defaults():
     with agnograd.no_backprop_mode():
         assert _in_thread(lambda: agnograd.config.enable_backprop) is True
+
+
+def test_a_node_whose_own_hooks_were_deleted_runs_as_agnograd_s_own(backend, monkeypatch):
+    # Adding a hook to a node sends it through the engine's general path; deleting
+    # it must not make an agnograd node pass for a user's (whose backward the engine
+    # calls another way).
+    from agnograd.core import _engine_loop
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("an agnograd node went through the path of a user's node")
+
+    monkeypatch.setattr(_engine_loop, "_call_outside", refuse)
+    x = Variable(backend.asarray([0.5, -1.0]))
+    y = F.tanh(x)
+    y.creator_node.add_hook(PrintHook(file=io.StringIO()), name="print")
+    y.creator_node.delete_hook("print")
+    F.sum(y).backward()
+    backend.assert_close(x.grad, 1 - backend.to_numpy(y.array) ** 2, rtol=1e-6)

@@ -114,8 +114,10 @@ def _run(
                 gxs = func.backward(indexes, gys)
             elif special or func._local_hooks or func.backward_receives_variables:
                 gxs = _call_backward(func, in_nodes, indexes, gys, double, False, grads)
-            else:  # a user's node: refusing arrays, accumulation
+            elif func._defined_outside:  # a user's node: refusing arrays, accumulation
                 gxs = _call_outside(func, in_nodes, indexes, gys, grads)
+            else:  # its own hooks, added and deleted since
+                gxs = func.backward(indexes, gys)
         except Exception as error:
             if function_symbolic.get():
                 raise GradientNeedsDataError(
