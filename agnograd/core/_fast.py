@@ -28,7 +28,6 @@ from agnograd.core import _link
 from agnograd.core._config import MODE
 from agnograd.core._function import FunctionNode
 from agnograd.core._function_checks import _forward_failed, _output_tuple
-from agnograd.core._source import render
 from agnograd.core._variable import Variable, _new_variable
 
 #: Whether the fast paths run (see :func:`set_enabled`).
@@ -146,7 +145,7 @@ def _render(signature: str, body: str, **names: Any) -> Any:
         textwrap.indent(body, " " * 8),
         signature.split("(", 1)[0],
     )
-    return render(factory, globals())(**names)
+    return _link.render(factory, globals())(**names)
 
 
 #: ``apply1(func, x)``: ``func.apply((x,))[0]``, in one call where it can.

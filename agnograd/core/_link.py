@@ -1,8 +1,9 @@
 """How a node links into the graph the one output its forward computed.
 
 :data:`LINK` is the source of it; :func:`linked`, which ``FunctionNode.apply`` calls,
-is made of it, and the fast paths of agnograd's own nodes (``agnograd.core._fast``)
-have it in their bodies, where the call cost 5 % of an operation.
+is made of it (by :func:`render`), and the fast paths of agnograd's own nodes
+(``agnograd.core._fast``) have it in their bodies, where the call cost 5 % of an
+operation.
 """
 
 from __future__ import annotations
@@ -13,16 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agnograd.core import _versions
-from agnograd.core._source import render
-from agnograd.core._variable import (  # noqa: F401 - LINK reads them
-    NEW_VARIABLE,
-    NEW_VARIABLE_NAMES,
-    Variable,
-    VariableNode,
-    _numpy_asarray,
-    _numpy_scalars,
-    _object_new,
-)
+from agnograd.core._variable import Variable, _new_variable  # noqa: F401 - LINK reads it
 
 _weakref = weakref.ref
 # The registries of agnograd.core._versions, read by every operation: module globals, so
@@ -40,7 +32,8 @@ _IN_ORDER = {n: tuple(range(n)) for n in range(1, 9)}
 LINK = """\
 func.rank = rank
 func.inputs = nodes
-{new_variable}func.outputs = (_weakref(var._node),)
+var = _new_variable(y, True, func, rank + 1)
+func.outputs = (_weakref(var._node),)
 retain_in = func._retain_in
 if retain_in:  # all the inputs, in order, is the common case: no new tuple
     keep_all = retain_in == _IN_ORDER.get(len(arrays))
@@ -55,15 +48,12 @@ if (retain_in or retain_out) and (_written or xp not in _uncounted):
 if _graph_writes:
     _versions.note_outputs((var,))
 return var
-""".format(
-    new_variable=NEW_VARIABLE.format(
-        data="y", requires_grad="True", creator="func", rank="rank + 1"
-    )
-)
+"""
 
 #: The names that :data:`LINK` reads besides its arguments: this module's.
 LINK_NAMES = (
-    *NEW_VARIABLE_NAMES,
+    "_new_variable",
+    "_weakref",
     "_IN_ORDER",
     "_written",
     "_uncounted",
@@ -71,6 +61,22 @@ LINK_NAMES = (
     "_graph_writes",
     "_versions",
 )
+
+
+def render(source: str, namespace: dict[str, Any]) -> Any:
+    """The function defined by ``source`` (one ``def``), its globals ``namespace``.
+
+    Examples
+    --------
+    >>> from agnograd.core._link import render
+    >>> render("def twice(x):\\n    return 2 * x", {})(21)
+    42
+    """
+    code = compile(source, f"<agnograd: {source.split('(', 1)[0][4:]}>", "exec")
+    local: dict[str, Any] = {}
+    exec(code, namespace, local)
+    (function,) = local.values()
+    return function
 
 
 def _record_versions(func: Any, sample: Any) -> None:

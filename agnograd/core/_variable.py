@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import copy
 import math
-import textwrap
 import warnings
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import array_api_compat
@@ -21,7 +20,6 @@ from agnograd.backends._device import get_device
 from agnograd.core import _extension
 from agnograd.core._nnabla import NnablaInterface
 from agnograd.core._printing import Printing, to_numpy
-from agnograd.core._source import render
 from agnograd.core._variable_data import Data, _refuse_foreign_graph
 from agnograd.core._variable_graph import Graph, _can_require_grad
 from agnograd.core._variable_node import VariableNode
@@ -417,61 +415,32 @@ def warn_zerograd() -> None:
     )
 
 
-#: The Variable ``var`` around the array ``{data}`` that agnograd computed, and its
-#: node, of ``{requires_grad}``, ``{creator}`` and ``{rank}``: no validation, no
-#: ``__init__``. Source, from which ``_new_variable`` is made: the linking of an
-#: operation's output (``agnograd.core._link.LINK``) has it in its body.
-NEW_VARIABLE = """\
-new_data = {data}
-new_shape = new_data.shape
-if not new_shape and new_data.__class__ in _numpy_scalars:
-    # NumPy answers a 0-d result (of a reduction, a ufunc, an operator) with a
-    # scalar: hold a 0-d array, as Chainer and the array API standard do. Every
-    # result and gradient an operation makes passes here.
-    new_data = _numpy_asarray(new_data)
-var = _object_new(Variable)
-var._data = new_data
-var._grad_var = None
-new_node = _object_new(VariableNode)
-new_node._variable = _weakref(var)
-new_node.creator_node = {creator}
-new_node._data = None
-new_node.name = None
-new_node.requires_grad = {requires_grad}
-new_node.rank = {rank}
-# torch.Size is a tuple
-new_node.shape = new_shape if isinstance(new_shape, tuple) else tuple(new_shape)
-new_node.dtype = new_data.dtype
-new_node.persistent = False
-new_node.moved = False
-new_node.version = 0
-# new_node._consumers stays unset: eager operations record no consumers.
-var._node = new_node
-"""
-
-#: The names that :data:`NEW_VARIABLE` reads besides its arguments: this module's.
-NEW_VARIABLE_NAMES = (
-    "_numpy_scalars",
-    "_numpy_asarray",
-    "_object_new",
-    "Variable",
-    "VariableNode",
-    "_weakref",
-)
-
-#: ``_new_variable(data, requires_grad, creator, rank)``: the Variable of
-#: :data:`NEW_VARIABLE`, for results agnograd computed.
-_new_variable: Callable[[Any, bool, Any, int], Variable] = render(
-    "def _new_variable(data, requires_grad, creator, rank):\n"
-    + textwrap.indent(
-        NEW_VARIABLE.format(
-            data="data", requires_grad="requires_grad", creator="creator", rank="rank"
-        )
-        + "return var\n",
-        "    ",
-    ),
-    globals(),
-)
+def _new_variable(data: Any, requires_grad: bool, creator: Any, rank: int) -> Variable:
+    # The constructor of FunctionNode.apply's hot path: no validation, no __init__.
+    shape = data.shape
+    if not shape and data.__class__ in _numpy_scalars:
+        # NumPy answers a 0-d result (of a reduction, a ufunc, an operator) with a
+        # scalar: hold a 0-d array, as Chainer and the array API standard do. Every
+        # result and gradient an operation makes passes here.
+        data = _numpy_asarray(data)
+    var = _object_new(Variable)
+    var._data = data
+    var._grad_var = None
+    node = _object_new(VariableNode)
+    node._variable = _weakref(var)
+    node.creator_node = creator
+    node._data = None
+    node.name = None
+    node.requires_grad = requires_grad
+    node.rank = rank
+    node.shape = shape if isinstance(shape, tuple) else tuple(shape)  # torch.Size is one
+    node.dtype = data.dtype
+    node.persistent = False
+    node.moved = False
+    node.version = 0
+    # node._consumers stays unset: eager operations record no consumers.
+    var._node = node
+    return var
 
 
 def _empty_variable(

@@ -16,7 +16,7 @@ from agnograd.core import _versions
 from agnograd.core._fast import apply1, apply2, specialise1
 from agnograd.core._function import FunctionNode
 from agnograd.core._function import symbolic as _symbolic
-from agnograd.core._source import render
+from agnograd.core._link import render
 from agnograd.core._variable import Variable
 from agnograd.functions._namespace import namespace_of
 from agnograd.functions._standard import parse_signature, signature
