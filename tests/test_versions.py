@@ -149,6 +149,24 @@ def test_a_row_refuses_what_it_kept_written_behind_agnograds_back(name, kept):
         loss.backward()
 
 
+
+@pytest.mark.parametrize("op", ["*", "/", "matmul"])
+@pytest.mark.parametrize("written", [0, 1])
+def test_either_kept_input_written_behind_agnograds_back_is_refused(op, written):
+    # Nodes of two inputs read both counts where they link and where backward takes
+    # what they kept: a write into the second must count as one into the first.
+    torch = pytest.importorskip("torch")
+    a = Variable(torch.asarray([[0.5, 1.5], [2.0, 1.0]], dtype=torch.float64))
+    b = Variable(torch.asarray([[1.0, 2.0], [0.5, 3.0]], dtype=torch.float64))
+    h1, h2 = a * 1.0, b * 1.0
+    (h1, h2)[1 - written].array[1, 1] = 0.25  # before the node reads it: no harm
+    y = {"*": h1 * h2, "/": h1 / h2, "matmul": h1 @ h2}[op]
+    y.grad = torch.ones_like(y.array)
+    y.backward(retain_grad=True)  # the counts of the two differ, each its own
+    (h1, h2)[written].array[0, 0] = 4.0
+    with pytest.raises(RuntimeError, match=OVERWRITTEN):
+        y.backward()
+
 def test_counts_live_with_the_memory_they_count():
     base = np.arange(4.0)
     v = Variable(base, requires_grad=False)[1:3]

@@ -22,6 +22,7 @@ _weakref = weakref.ref
 _written = _versions.versions
 _graph_writes = _versions.graph_writes
 _uncounted = _versions.uncounted
+_counted = _versions.counted
 
 _IN_ORDER = {n: tuple(range(n)) for n in range(1, 9)}
 
@@ -35,20 +36,32 @@ func.inputs = nodes
 var = _new_variable(y, True, func, rank + 1)
 func.outputs = (_weakref(var._node),)
 retain_in = func._retain_in
-if retain_in:  # all the inputs, in order, is the common case: no new tuple
-    keep_all = retain_in == _IN_ORDER.get(len(arrays))
-    func._saved_inputs = arrays if keep_all else tuple([arrays[i] for i in retain_in])
 retain_out = func._retain_out
-if retain_out:
-    func._saved_outputs = (y,) if retain_out == (0,) else tuple([(y,)[i] for i in retain_out])
-# The versions of what it keeps, once some array was written in place, and always
-# for a library that counts writes itself (PyTorch): agnograd.core._versions.
-if (retain_in or retain_out) and (_written or xp not in _uncounted):
-    _record_versions(func, arrays[0])
+if retain_in or retain_out:
+    kept_in = kept_out = ()
+    if retain_in:  # all the inputs, in order, is the common case: no new tuple
+        keep_all = retain_in == _IN_ORDER.get(len(arrays))
+        kept_in = arrays if keep_all else tuple([arrays[i] for i in retain_in])
+        func._saved_inputs = kept_in
+    if retain_out:
+        kept_out = (y,) if retain_out == (0,) else tuple([(y,)[i] for i in retain_out])
+        func._saved_outputs = kept_out
+    # The versions of what it keeps (agnograd.core._versions): always for a library
+    # that counts writes itself (PyTorch), read here through its count; elsewhere
+    # once some array was written in place.
+    count = _counted.get(xp)
+    if count is not None:
+        recorded = ({counts_in}, {counts_out})
+        if None in recorded[0] or None in recorded[1]:  # an array without a count
+            _record_versions(func, arrays[0])
+        else:
+            func._saved_versions = recorded
+    elif _written or xp not in _uncounted:
+        _record_versions(func, arrays[0])
 if _graph_writes:
     _versions.note_outputs((var,))
 return var
-"""
+""".format(counts_in=_versions.COUNTS.format("kept_in"), counts_out=_versions.COUNTS.format("kept_out"))
 
 #: The names that :data:`LINK` reads besides its arguments: this module's.
 LINK_NAMES = (
@@ -57,6 +70,7 @@ LINK_NAMES = (
     "_IN_ORDER",
     "_written",
     "_uncounted",
+    "_counted",
     "_record_versions",
     "_graph_writes",
     "_versions",

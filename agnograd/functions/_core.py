@@ -253,13 +253,21 @@ Unary._row_backward = Unary.backward
 
 # The backward of a row's class: its rule, called with the raw arrays that the forward
 # kept and its namespace, where nothing needs the accessors (see Unary.backward); a
-# kept array that was freed goes through them, which raise. ``{x}`` and ``{y}`` read
-# what the rule reads.
+# kept array that was freed goes through them, which raise, and so does one whose
+# library's count of writes (PyTorch's) moved since the forward. ``{x}`` and ``{y}``
+# read what the rule reads, ``{unchanged}`` compares the counts of what it keeps.
 _UNARY_BACKWARD = """\
 def backward(self, indexes, grad_outputs):
-    if self._variables_in_backward or _written or self._saved_versions is not None:
+    if self._variables_in_backward or _written:
         return Unary.backward(self, indexes, grad_outputs)
-    return (rule(self.xp, {x}, {y}, grad_outputs[0]),)
+    x = {x}
+    y = {y}
+    recorded = self._saved_versions
+    if recorded is not None:
+        count = _counted.get(self.xp)
+        if count is None or not ({unchanged}):
+            return Unary.backward(self, indexes, grad_outputs)
+    return (rule(self.xp, x, y, grad_outputs[0]),)
 """
 _KEPT = "(self._saved_{0}puts or self.get_retained_{0}puts())[0]"
 
@@ -294,11 +302,18 @@ def unary(
     }
     if compute is not None:
         attrs["compute"] = staticmethod(compute)
+    unchanged = [f"(count({k}),) == recorded[{i}]" for i, k in enumerate("xy") if k in saves]
     backward = _UNARY_BACKWARD.format(
         x=_KEPT.format("in") if "x" in saves else "None",
         y=_KEPT.format("out") if "y" in saves else "None",
+        unchanged=" and ".join(unchanged) or "True",
     )
-    names = {"Unary": Unary, "_written": _versions.versions, "rule": rule}
+    names = {
+        "Unary": Unary,
+        "_written": _versions.versions,
+        "_counted": _versions.counted,
+        "rule": rule,
+    }
     # The class's own backward, which compiled plans write in for it (_row_backward).
     attrs["backward"] = attrs["_row_backward"] = render(backward, names)
     node = type(cls_name, (Unary,), attrs)
