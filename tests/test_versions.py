@@ -149,7 +149,6 @@ def test_a_row_refuses_what_it_kept_written_behind_agnograds_back(name, kept):
         loss.backward()
 
 
-
 @pytest.mark.parametrize("op", ["*", "/", "matmul"])
 @pytest.mark.parametrize("written", [0, 1])
 def test_either_kept_input_written_behind_agnograds_back_is_refused(op, written):
@@ -166,6 +165,7 @@ def test_either_kept_input_written_behind_agnograds_back_is_refused(op, written)
     (h1, h2)[written].array[0, 0] = 4.0
     with pytest.raises(RuntimeError, match=OVERWRITTEN):
         y.backward()
+
 
 def test_counts_live_with_the_memory_they_count():
     base = np.arange(4.0)

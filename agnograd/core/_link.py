@@ -61,7 +61,9 @@ if retain_in or retain_out:
 if _graph_writes:
     _versions.note_outputs((var,))
 return var
-""".format(counts_in=_versions.COUNTS.format("kept_in"), counts_out=_versions.COUNTS.format("kept_out"))
+""".format(
+    counts_in=_versions.COUNTS.format("kept_in"), counts_out=_versions.COUNTS.format("kept_out")
+)
 
 #: The names that :data:`LINK` reads besides its arguments: this module's.
 LINK_NAMES = (

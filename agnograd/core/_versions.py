@@ -185,10 +185,14 @@ def check(func: Any, what: str, arrays: tuple[Any, ...], recorded: tuple[int, ..
         before: tuple[int, ...] = (0,) * len(arrays)
     else:
         count = counted.get(func.xp)
-        if count is not None and len(arrays) <= 2 and (
-            (count(arrays[0]),) == recorded
-            if len(arrays) == 1
-            else (count(arrays[0]), count(arrays[1])) == recorded
+        if (
+            count is not None
+            and len(arrays) <= 2
+            and (
+                (count(arrays[0]),) == recorded
+                if len(arrays) == 1
+                else (count(arrays[0]), count(arrays[1])) == recorded
+            )
         ):
             return  # the common cases of PyTorch, read at once
         now, before = of(arrays), recorded
