@@ -401,6 +401,7 @@ class Variable(Data, Graph, Operators, Printing, NnablaInterface):
 
 _object_new = object.__new__
 _weakref = weakref.ref
+_ref_new = weakref.ref.__new__  # a VariableNode is a weak reference to its Variable
 _numpy_scalars = _backend.NUMPY_SCALARS
 _numpy_asarray = numpy.asarray
 
@@ -426,8 +427,8 @@ def _new_variable(data: Any, requires_grad: bool, creator: Any, rank: int) -> Va
     var = _object_new(Variable)
     var._data = data
     var._grad_var = None
-    node = _object_new(VariableNode)
-    node._variable = _weakref(var)
+    node = _ref_new(VariableNode, var)
+    node._link = None
     node.creator_node = creator
     node._data = None
     node.name = None
@@ -454,8 +455,8 @@ def _empty_variable(
     var = _object_new(Variable)
     var._data = None
     var._grad_var = None
-    node = _object_new(VariableNode)
-    node._variable = _weakref(var)
+    node = _ref_new(VariableNode, var)
+    node._link = None
     node.creator_node = creator
     node._data = None
     node.name = None

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from agnograd.core._variable import Variable
 
 
-class VariableNode:
+class VariableNode(weakref.ref["Variable"]):
     """The graph-side twin of a :class:`Variable`.
 
     It holds the creator, the rank and, only when :meth:`retain_data` was called,
@@ -33,11 +33,15 @@ class VariableNode:
     True
     """
 
+    # A node is itself the weak reference to its Variable (one object fewer for every
+    # operation to make, and for the garbage collector to walk): ``node()`` is the
+    # Variable, or None once it is gone. ``_link`` replaces that reference where the
+    # node is given another Variable (see :attr:`_variable`).
     __slots__ = (
         "__weakref__",
         "_consumers",
         "_data",
-        "_variable",
+        "_link",
         "creator_node",
         "dtype",
         "moved",
@@ -49,10 +53,21 @@ class VariableNode:
         "version",
     )
 
+    # Nodes are equal only to themselves and hashed by identity (a weak reference
+    # compares and hashes its referent).
+    __hash__ = object.__hash__
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+
+    def __new__(
+        cls, variable: Variable, name: str | None = None, *, requires_grad: bool = True
+    ) -> VariableNode:
+        return weakref.ref.__new__(cls, variable)
+
     def __init__(
         self, variable: Variable, name: str | None = None, *, requires_grad: bool = True
     ) -> None:
-        self._variable = weakref.ref(variable)
+        self._link: Any = None
         self.creator_node: FunctionNode | None = None
         self._data: Any = None
         self.name = name
@@ -71,6 +86,17 @@ class VariableNode:
         # Weak references to the functions that take this node as an input
         # (note_consumer), for nnabla's Variable.function_references.
         self._consumers: list[weakref.ref[FunctionNode]] | None = None
+
+    @property
+    def _variable(self) -> Any:
+        """The weak reference to the Variable: the node itself, or the one it was
+        given (``node._variable = weakref.ref(other)``) when its Variable changed."""
+        link = self._link
+        return self if link is None else link
+
+    @_variable.setter
+    def _variable(self, ref: Any) -> None:
+        self._link = ref
 
     @property
     def creator(self) -> Any:
