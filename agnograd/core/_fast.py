@@ -42,7 +42,8 @@ def set_enabled(on: bool) -> None:
 
 
 # The body of a function of one array ``x``. ``{make}`` gives the node, ``{compute}``
-# the output ``y`` from ``data`` (of namespace ``xp``); ``{ready}`` and
+# the output ``y`` from ``data`` (of namespace ``xp``), ``{shape}`` its shape where
+# known (None: read from ``y``); ``{ready}`` and
 # ``{differentiable}`` check a node given as the argument ``func`` (a node class's own
 # function knows their answers), ``{before}`` prepares it to compute, ``{made}``
 # makes the node that links, where none was given.
@@ -61,18 +62,20 @@ if x.__class__ is Variable and not _graph_writes and enabled{ready}:
         if y.__class__ is not data.__class__:
             _output_tuple({make}, (y,))  # a NumPy scalar passes; no array is refused
         node = x._node
+        shape = {shape}
         if backprop and node.requires_grad{differentiable}:
             {made}
             nodes = (node,)
             arrays = (data,)
             rank = node.rank
 {link}
-        return _new_variable(y, False, None, 0)
+        return _new_variable(y, False, None, 0, shape)
 return {make}.apply((x,))[0]
 """
 
 # The body of a function of two arrays ``x1`` and ``x2``: as _ONE, ``{compute}`` from
-# ``a1`` and ``a2``.
+# ``a1`` and ``a2``; ``{fit}`` tells the node whether its gradients have the shapes of
+# its inputs (see _own).
 _TWO = """\
 if (
     x1.__class__ is Variable
@@ -95,14 +98,16 @@ if (
             _output_tuple({make}, (y,))
         n1 = x1._node
         n2 = x2._node
+        shape = {shape}
         if backprop and (n1.requires_grad or n2.requires_grad){differentiable}:
             {made}
+            {fit}
             nodes = (n1, n2)
             arrays = (a1, a2)
             rank = n1.rank if n1.rank > n2.rank else n2.rank
             rank = rank if rank > 0 else 0  # as apply: at least 0 for several inputs
 {link}
-        return _new_variable(y, False, None, 0)
+        return _new_variable(y, False, None, 0, shape)
 return {make}.apply((x1, x2))[0]
 """
 
@@ -119,13 +124,17 @@ _NAMES: dict[str, Any] = {
 }
 
 
-def _body(template: str, compute: str, make: str = "func") -> str:
+def _body(
+    template: str, compute: str, make: str = "func", shape: str = "None", fit: str = "pass"
+) -> str:
     """``template`` filled in: for the node given as the argument ``func``, or, with
     ``make``, for a node class's own function that makes its node with ``make`` (the
     class must check no types and be differentiable: see _own)."""
     given = make == "func"
     return template.format(
         compute=compute,
+        shape=shape,
+        fit=fit,
         make=make,
         ready=" and not func._checks_types" if given else "",
         differentiable=" and func.differentiable" if given else "",
@@ -163,7 +172,15 @@ def _own(template: str, node: type[FunctionNode], compute: str, make: str = "Nod
     which its function takes for given."""
     assert not node._checks_types, node
     assert node.differentiable, node
-    return _body(template, compute, make)
+    if template is _ONE:
+        # An elementwise function of one array gives an output of its input's shape.
+        return _body(template, compute, make, "node.shape" if node._gradients_fit else "None")
+    if not node.broadcasts:
+        return _body(template, compute, make)
+    # An elementwise function of two arrays of one shape gives an output of that shape,
+    # and gradients of it: the engine then compares no shapes.
+    same = "n1.shape if n1.shape == n2.shape else None"
+    return _body(template, compute, make, same, "func._gradients_fit = shape is not None")
 
 
 def specialise1(name: str, node: type[FunctionNode], expression: str, **names: Any) -> Any:

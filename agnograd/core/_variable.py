@@ -416,9 +416,14 @@ def warn_zerograd() -> None:
     )
 
 
-def _new_variable(data: Any, requires_grad: bool, creator: Any, rank: int) -> Variable:
+def _new_variable(
+    data: Any, requires_grad: bool, creator: Any, rank: int, shape: Any = None
+) -> Variable:
     # The constructor of FunctionNode.apply's hot path: no validation, no __init__.
-    shape = data.shape
+    # ``shape``: data's, where the caller knows it (an elementwise function of one
+    # array gives its input's: reading it costs a new tuple, and on torch 60 ns).
+    if shape is None:
+        shape = data.shape
     if not shape and data.__class__ in _numpy_scalars:
         # NumPy answers a 0-d result (of a reduction, a ufunc, an operator) with a
         # scalar: hold a 0-d array, as Chainer and the array API standard do. Every
