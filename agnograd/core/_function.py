@@ -26,6 +26,7 @@ from agnograd.core._function_checks import (
 )
 from agnograd.core._link import (
     _IN_ORDER,
+    _counted,
     _graph_writes,
     _record_versions,
     _uncounted,
@@ -75,6 +76,7 @@ class FunctionNode:
     xp: Any = None
     _saved_inputs: tuple[Any, ...] | None = None
     _saved_outputs: tuple[Any, ...] | None = None
+    # The versions of what it keeps, inputs and outputs (None: all were 0).
     _saved_versions: tuple[tuple[int, ...], tuple[int, ...]] | None = None
     _local_hooks: dict[str, Any] | None = None
     _variables_in_backward = False  # set by the engine while backward takes Variables
@@ -436,7 +438,7 @@ class FunctionNode:
                 return tuple([nodes[i].get_variable() for i in self._retain_in])
             raise RuntimeError(_freed_message(self, "inputs"))
         recorded = self._saved_versions
-        if recorded is not None or _written:
+        if recorded is not None or _written or self.xp in _counted:
             _versions.check(self, "input", saved, None if recorded is None else recorded[0])
         if not self._variables_in_backward:
             return saved
@@ -459,7 +461,7 @@ class FunctionNode:
                     return tuple([node.get_variable() for node in outs])  # type: ignore[union-attr]
             raise RuntimeError(_freed_message(self, "outputs"))
         recorded = self._saved_versions
-        if recorded is not None or _written:
+        if recorded is not None or _written or self.xp in _counted:
             _versions.check(self, "output", saved, None if recorded is None else recorded[1])
         if not self._variables_in_backward:
             return saved

@@ -46,23 +46,25 @@ if retain_in or retain_out:
     if retain_out:
         kept_out = (y,) if retain_out == (0,) else tuple([(y,)[i] for i in retain_out])
         func._saved_outputs = kept_out
-    # The versions of what it keeps (agnograd.core._versions): always for a library
-    # that counts writes itself (PyTorch), read here through its count; elsewhere
-    # once some array was written in place.
+    # The versions of what it keeps (agnograd.core._versions): for a library that
+    # counts writes itself (PyTorch) always, read here through its count, recorded
+    # only where one is not 0 (no record says that all were); elsewhere once some
+    # array was written in place.
     count = _counted.get(xp)
     if count is not None:
-        recorded = ({counts_in}, {counts_out})
-        if None in recorded[0] or None in recorded[1]:  # an array without a count
+        try:
+            moved = {sum_in} + {sum_out}
+        except TypeError:  # an array without a count
+            moved = 1
+        if moved:
             _record_versions(func, arrays[0])
-        else:
-            func._saved_versions = recorded
     elif _written or xp not in _uncounted:
         _record_versions(func, arrays[0])
 if _graph_writes:
     _versions.note_outputs((var,))
 return var
 """.format(
-    counts_in=_versions.COUNTS.format("kept_in"), counts_out=_versions.COUNTS.format("kept_out")
+    sum_in=_versions.COUNT_SUM.format("kept_in"), sum_out=_versions.COUNT_SUM.format("kept_out")
 )
 
 #: The names that :data:`LINK` reads besides its arguments: this module's.

@@ -41,12 +41,13 @@ uncounted: set[Any] = set()
 #: their nodes always record, reading it where they link and where they run backward.
 counted: dict[Any, Callable[[Any], int | None]] = {}
 
-#: The source of the counts of the arrays of the tuple ``{0}`` through ``count``, a
-#: library's write count, without a loop for one or two arrays (nodes read it where they
-#: link and where backward reads them: see agnograd.core._link.LINK).
-COUNTS = (
-    "(() if not {0} else (count({0}[0]),) if len({0}) == 1 else "
-    "(count({0}[0]), count({0}[1])) if len({0}) == 2 else tuple(map(count, {0})))"
+#: The source of the sum of the counts of the arrays of the tuple ``{0}`` through
+#: ``count``, a library's write count, without a loop for one or two arrays (nodes read
+#: it where they link: see agnograd.core._link.LINK). Counts never go down, so a sum of
+#: 0 says that every one is 0; an array without a count (None) raises TypeError.
+COUNT_SUM = (
+    "(0 if not {0} else count({0}[0]) + 0 if len({0}) == 1 else "
+    "count({0}[0]) + count({0}[1]) if len({0}) == 2 else sum(map(count, {0})))"
 )
 
 # type(array) -> the library's write count (None: it keeps none), else agnograd's
@@ -132,18 +133,21 @@ def of(arrays: tuple[Any, ...]) -> tuple[int, ...]:
 def record(
     xp: Any, saved_inputs: tuple[Any, ...], saved_outputs: tuple[Any, ...], sample: Any
 ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-    """The versions a node of namespace ``xp`` that saved these arrays keeps (``None``
-    when it saved none); ``sample``, an array of ``xp``, tells whether the library
-    counts writes itself, the first time ``xp`` is seen."""
+    """The versions a node of namespace ``xp`` that saved these arrays keeps: ``None``
+    when every one is 0 (or it saved none), which :func:`check` takes for 0s;
+    ``sample``, an array of ``xp``, tells whether the library counts writes itself,
+    the first time ``xp`` is seen."""
     if xp not in counted and xp not in uncounted:
         adapter = adapter_for(sample)
         if adapter is not None and adapter.write_count is not None:
             counted[xp] = adapter.write_count
         else:
             uncounted.add(xp)
-    if not (saved_inputs or saved_outputs):
-        return None
-    return (of(saved_inputs) if saved_inputs else (), of(saved_outputs) if saved_outputs else ())
+    versions = (
+        of(saved_inputs) if saved_inputs else (),
+        of(saved_outputs) if saved_outputs else (),
+    )
+    return versions if any(versions[0]) or any(versions[1]) else None
 
 
 def note_outputs(outputs: tuple[Any, ...]) -> None:
@@ -177,25 +181,22 @@ def check_inputs(func: Any, nodes: Any, arrays: Any) -> None:
 def check(func: Any, what: str, arrays: tuple[Any, ...], recorded: tuple[int, ...] | None) -> None:
     """Raise if one of ``arrays`` was written in place after ``func`` saved it.
 
-    ``recorded`` is ``None`` when the node recorded nothing, which it does only
-    while agnograd has written nothing: every array was then at version 0.
+    ``recorded`` is ``None`` where every array was at version 0 when the node kept
+    it: the node then recorded nothing (see agnograd.core._link.LINK).
     """
-    if recorded is None:
-        now = tuple([_own(a) for a in arrays])
-        before: tuple[int, ...] = (0,) * len(arrays)
-    else:
-        count = counted.get(func.xp)
-        if (
-            count is not None
-            and len(arrays) <= 2
-            and (
-                (count(arrays[0]),) == recorded
-                if len(arrays) == 1
-                else (count(arrays[0]), count(arrays[1])) == recorded
-            )
+    count = counted.get(func.xp)
+    if count is not None and len(arrays) <= 2:  # the common cases of PyTorch, read at once
+        if recorded is None:
+            if count(arrays[0]) == 0 and (len(arrays) == 1 or count(arrays[1]) == 0):
+                return
+        elif (
+            (count(arrays[0]),) == recorded
+            if len(arrays) == 1
+            else (count(arrays[0]), count(arrays[1])) == recorded
         ):
-            return  # the common cases of PyTorch, read at once
-        now, before = of(arrays), recorded
+            return
+    now = of(arrays)
+    before = (0,) * len(arrays) if recorded is None else recorded
     if now == before:  # the common case, compared at once
         return
     for i, (a, b) in enumerate(zip(now, before, strict=True)):

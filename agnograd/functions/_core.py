@@ -253,20 +253,21 @@ Unary._row_backward = Unary.backward
 
 # The backward of a row's class: its rule, called with the raw arrays that the forward
 # kept and its namespace, where nothing needs the accessors (see Unary.backward); a
-# kept array that was freed goes through them, which raise, and so does one whose
-# library's count of writes (PyTorch's) moved since the forward. ``{x}`` and ``{y}``
-# read what the rule reads, ``{unchanged}`` compares the counts of what it keeps.
+# kept array that was freed goes through them, which raise, and so does one that was
+# written in place since: some array was (``_written``), the node recorded a version
+# that was not 0, or the library's count of writes (PyTorch's) is not 0 now. ``{x}``
+# and ``{y}`` read what the rule reads, ``{moved}`` whether a count is not 0.
 _UNARY_BACKWARD = """\
 def backward(self, indexes, grad_outputs):
-    if self._variables_in_backward or _written:
-        return Unary.backward(self, indexes, grad_outputs)
     x = {x}
     y = {y}
-    recorded = self._saved_versions
-    if recorded is not None:
-        count = _counted.get(self.xp)
-        if count is None or not ({unchanged}):
-            return Unary.backward(self, indexes, grad_outputs)
+    if (
+        self._variables_in_backward
+        or _written
+        or self._saved_versions is not None
+        or ((count := _counted.get(self.xp)) is not None and ({moved}))
+    ):
+        return Unary.backward(self, indexes, grad_outputs)
     return (rule(self.xp, x, y, grad_outputs[0]),)
 """
 _KEPT = "(self._saved_{0}puts or self.get_retained_{0}puts())[0]"
@@ -302,11 +303,10 @@ def unary(
     }
     if compute is not None:
         attrs["compute"] = staticmethod(compute)
-    unchanged = [f"(count({k}),) == recorded[{i}]" for i, k in enumerate("xy") if k in saves]
     backward = _UNARY_BACKWARD.format(
         x=_KEPT.format("in") if "x" in saves else "None",
         y=_KEPT.format("out") if "y" in saves else "None",
-        unchanged=" and ".join(unchanged) or "True",
+        moved=" or ".join(f"count({k}) != 0" for k in "xy" if k in saves) or "False",
     )
     names = {
         "Unary": Unary,
