@@ -200,6 +200,34 @@ class _ModeSetting(_Setting):
         self._tokens.append(MODE.set(_mode_with(name, value)))
 
 
+class _GraphMode(_Setting):
+    """``enable_backprop`` and ``auto_forward`` set for a block at once."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        backprop, auto_forward = self._value
+        self._tokens.append(MODE.set((backprop, auto_forward, MODE.get()[HOOKS])))
+
+
+def graph_mode(
+    enable_backprop: bool, auto_forward: bool
+) -> contextlib.AbstractContextManager[None]:
+    """``using_config("enable_backprop", ...)`` and ``using_config("auto_forward",
+    ...)`` in one block, which sets this thread's mode once (each ``with`` costs about
+    0.6 µs, and backward enters one for every call).
+
+    Examples
+    --------
+    >>> import agnograd
+    >>> from agnograd.core._config import graph_mode
+    >>> with graph_mode(False, True):
+    ...     agnograd.config.enable_backprop, agnograd.config.auto_forward
+    (False, True)
+    """
+    return _GraphMode(MODE, (bool(enable_backprop), bool(auto_forward)))
+
+
 def using_config(name: str, value: Any) -> contextlib.AbstractContextManager[None]:
     """Set ``agnograd.config.<name>`` to ``value`` inside a ``with`` block, in this thread.
 
@@ -270,7 +298,7 @@ def eager_recording() -> Iterator[None]:
     >>> y.creator is not None, y.array is not None
     (True, True)
     """
-    with using_config("enable_backprop", True), using_config("auto_forward", True):
+    with graph_mode(True, True):
         yield
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy
 
 from agnograd.backends._backend import Array, is_array, raw_namespace, writable
-from agnograd.core._config import MODE, using_config
+from agnograd.core._config import MODE, graph_mode
 from agnograd.core._engine_loop import _run, _store_grad, _written
 from agnograd.core._function import symbolic as function_symbolic
 from agnograd.core._variable import Variable
@@ -96,11 +96,7 @@ def backward(
             if gy is None and y.creator_node is not None:
                 y._grad_var = None
     seen = {id(gy._data if isinstance(gy, Variable) else gy) for _, gy in seeds}
-    with (
-        using_config("enable_backprop", enable_double_backprop),
-        using_config("auto_forward", True),
-        _quiet(),
-    ):
+    with graph_mode(enable_double_backprop, True), _quiet():
         results = _run(seeds, enable_double_backprop, retain_grad, None, clear_buffer)
     _accumulate_into_leaves(results, enable_double_backprop, seen)
 
@@ -182,11 +178,7 @@ def grad(
             target_seeds.append((x._node, extra))
     token = function_symbolic.set(symbolic)
     try:
-        with (
-            using_config("enable_backprop", double),
-            using_config("auto_forward", not symbolic),
-            _quiet(),
-        ):
+        with graph_mode(double, not symbolic), _quiet():
             results = _run(seeds, double, retain_grad, targets, False, target_seeds)
             gxs: list[Variable | None] = []
             for x in inputs:

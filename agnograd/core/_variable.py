@@ -187,14 +187,15 @@ class Variable(Data, Graph, Operators, Printing, NnablaInterface):
         data = self._data
         if data is None:
             return
-        xp, gxp = raw_namespace(data), raw_namespace(g)
-        if xp is not gxp:
-            raise self._grad_error(
-                what,
-                TypeError,
-                f"the gradient is a {_backend.backend_name(gxp)} array but the data is a "
-                f"{_backend.backend_name(xp)} array; convert it to the data's library",
-            )
+        if g.__class__ is not data.__class__:  # of one class, of one library
+            xp, gxp = raw_namespace(data), raw_namespace(g)
+            if xp is not gxp:
+                raise self._grad_error(
+                    what,
+                    TypeError,
+                    f"the gradient is a {_backend.backend_name(gxp)} array but the data is "
+                    f"a {_backend.backend_name(xp)} array; convert it to the data's library",
+                )
         if g.dtype != data.dtype and not any_dtype:
             raise self._grad_error(
                 what,
@@ -202,13 +203,18 @@ class Variable(Data, Graph, Operators, Printing, NnablaInterface):
                 f"gradient dtype {dtype_name(g.dtype)} differs from data dtype "
                 f"{dtype_name(data.dtype)}; cast it with xp.astype",
             )
-        if not _backend.same_shape(g.shape, data.shape):
+        shape = data.shape
+        if g.shape != shape and not _backend.same_shape(g.shape, shape):
             raise self._grad_error(
                 what,
                 ValueError,
-                f"gradient shape {tuple(g.shape)} differs from data shape {tuple(data.shape)}",
+                f"gradient shape {tuple(g.shape)} differs from data shape {tuple(shape)}",
             )
-        gdev, dev = array_api_compat.device(g), array_api_compat.device(data)
+        adapter = _backend.adapter_for(data)
+        if adapter is None:
+            gdev, dev = array_api_compat.device(g), array_api_compat.device(data)
+        else:
+            gdev, dev = adapter.get_device_of(g), adapter.get_device_of(data)
         # None: a device not known yet (JAX's tracers report none).
         if gdev != dev and gdev is not None and dev is not None:
             raise self._grad_error(

@@ -20,7 +20,7 @@ import torch
 
 from agnograd.backends._backend import adapter_for, adapter_named
 from agnograd.backends._device import Device, get_device, transfer
-from agnograd.core._config import config, get_auto_forward, using_config
+from agnograd.core._config import config, get_auto_forward, graph_mode
 from agnograd.core._engine import grad
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
@@ -187,7 +187,7 @@ class _Forward:
             for t, need in zip(tensors, self.needs, strict=True)
         ]
         args, kwargs = self.rebuild(leaves)
-        with using_config("enable_backprop", any(self.needs)), using_config("auto_forward", True):
+        with graph_mode(any(self.needs), True):
             result = self.f(*args, **kwargs)
         outputs, self.structure = _variables(result, self.name)
         graph = _Graph(self.name, self.library, leaves, self.needs, outputs)

@@ -14,7 +14,7 @@ from typing import Any
 
 from agnograd.backends._backend import as_array, raw_namespace, writable
 from agnograd.core import _versions
-from agnograd.core._config import using_config
+from agnograd.core._config import graph_mode
 from agnograd.core._engine import _leaf_lock, _quiet
 from agnograd.core._engine_loop import (
     _call_backward,
@@ -437,8 +437,7 @@ def run_backward(code: Step, runs_rules: bool, buf: list[Any], g: list[Any]) -> 
     the plan's own steps, which call none, run without it)."""
     if runs_rules:
         with (
-            using_config("auto_forward", True),
-            using_config("enable_backprop", False),
+            graph_mode(False, True),
             _quiet(),
         ):
             code(buf, g)

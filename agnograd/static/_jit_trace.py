@@ -32,7 +32,7 @@ from typing import Any
 from agnograd.backends._abstract import DataDependentError
 from agnograd.backends._backend import is_array
 from agnograd.core import _config
-from agnograd.core._config import MODE, eager_recording, using_config
+from agnograd.core._config import MODE, eager_recording, graph_mode, using_config
 from agnograd.core._variable import Variable
 from agnograd.core._variable_node import VariableNode
 from agnograd.functions import identity
@@ -186,8 +186,7 @@ def trace(
     ``fun``'s arguments from a list of them. Raises :class:`ConcretizationTypeError`
     where ``fun`` needs their values."""
     with (
-        using_config("enable_backprop", True),
-        using_config("auto_forward", False),
+        graph_mode(True, False),
         using_config("function_hooks", {}),
     ):
         traced: list[Variable] = []

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from agnograd.backends._backend import dtype_name
-from agnograd.core._config import AUTO_FORWARD, MODE, eager_recording, using_config
+from agnograd.core._config import AUTO_FORWARD, MODE, eager_recording, graph_mode, using_config
 from agnograd.core._variable import Variable
 from agnograd.functions import identity
 
@@ -42,7 +42,7 @@ def recording(symbolic: bool) -> Iterator[None]:
         with eager_recording():
             yield
         return
-    with using_config("enable_backprop", True), using_config("auto_forward", False):
+    with graph_mode(True, False):
         yield
 
 
