@@ -117,7 +117,10 @@ def _export_copy(array: Any) -> Any:
 
 def _writable(array: Any) -> bool:
     # An expanded tensor repeats elements with stride 0: torch refuses writes into it.
-    return all(s != 0 or n == 1 for s, n in zip(array.stride(), array.shape, strict=True))
+    strides = array.stride()
+    if 0 not in strides:  # the common case, without a loop in Python
+        return True
+    return all(s != 0 or n == 1 for s, n in zip(strides, array.shape, strict=True))
 
 
 def _memory(array: Any) -> Any:

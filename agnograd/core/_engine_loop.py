@@ -91,19 +91,23 @@ def _run(
         if in_nodes is None:
             raise RuntimeError(f"backward reached {func.label}, which was unchained")
         outputs: Any = func.outputs  # set with the inputs
-        y = outputs[0]() if len(outputs) == 1 else None
-        if y is not None and plain:  # the common case
-            gys: Any = grads.pop(y, None)
-            gys = None if gys is None else (gys,)
+        gys: Any
+        if plain and len(outputs) == 1:  # the common case (a node gone: no gradient)
+            gys = grads.pop(outputs[0](), None)
+            if gys is None:
+                continue  # no gradient reached it
+            gys = (gys,)
         else:
             gys = _output_grads(func, grads, targets, collected, retain_grad)
-        if gys is None:
-            continue  # no gradient reached it, or it ran already (queued by two outputs)
+            if gys is None:
+                continue  # none reached it, or it ran already (queued by two outputs)
         n_in = len(in_nodes)
         indexes: tuple[int, ...]
-        if relevant is None and n_in == 1:  # one input: a shared tuple
+        if relevant is not None:
+            indexes = _indexes(in_nodes, targets, relevant)
+        elif n_in == 1:  # one input: a shared tuple
             indexes = _ONE if in_nodes[0].requires_grad else ()
-        elif relevant is None and n_in == 2:
+        elif n_in == 2:
             indexes = _INDEXES[in_nodes[0].requires_grad, in_nodes[1].requires_grad]
         else:
             indexes = _indexes(in_nodes, targets, relevant)
@@ -146,14 +150,14 @@ def _run(
             if gx is None:
                 continue
             i = indexes[k]
-            if gx.__class__ is Variable:
-                raw = gx._data
-                if not double:
-                    gx = raw
-            else:
-                raw = gx
-                if double:
+            raw = gx
+            if double:
+                if gx.__class__ is Variable:
+                    raw = gx._data
+                else:
                     gx = Variable._new(gx, False)
+            elif gx.__class__ is Variable:
+                raw = gx = gx._data
             if raw.__class__ is not checked_class or xp is not checked_xp:
                 _check_gradient(func, i, raw, xp)  # of another library, or no array
                 checked_class, checked_xp = raw.__class__, xp
