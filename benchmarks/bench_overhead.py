@@ -15,7 +15,13 @@ after its imports: Python's cyclic garbage collector then no longer walks every
 object of the loaded libraries each time the graphs' objects trigger a full
 collection.
 
-Run ``python benchmarks/bench_overhead.py [--rounds N] [--quick] [--profile] [--freeze]``.
+``--no-collector`` turns the collector off while timing: a recorded operation leaves
+Python objects alive until its backward (agnograd on torch also keeps its tensors,
+which the collector walks), and a chain of more than about 200 operations makes
+them trigger young collections.
+
+Run ``python benchmarks/bench_overhead.py [--rounds N] [--quick] [--profile] [--freeze]
+[--no-collector]``.
 """
 
 import os
@@ -269,6 +275,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "the libraries loaded so far",
     )
     p.add_argument(
+        "--no-collector",
+        action="store_true",
+        help="gc.disable() while timing: what an operation costs without the young "
+        "collections that the graph's objects trigger (every 700 of them)",
+    )
+    p.add_argument(
         "--split",
         action="store_true",
         help="also time the forward alone (graph recorded) to split forward and backward",
@@ -278,6 +290,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     steps, ops = contestants(ops, _harness.skipped(args), args.split)
     if args.freeze:
         gc.freeze()
+    if args.no_collector:
+        gc.collect()
+        gc.disable()
     batch = 0.001 if args.quick else args.batch_seconds
     times = _harness.interleaved(
         steps, rounds=args.rounds, batch_seconds=batch, warm_up=not args.cold
@@ -328,6 +343,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "rounds": args.rounds,
             "batches": "cold" if args.cold else "warm",
             "gc_frozen": args.freeze,
+            "gc_disabled": args.no_collector,
             "quick": args.quick,
             "us_per_op_median": medians,
             "ratios": summary,

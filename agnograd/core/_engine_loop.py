@@ -103,11 +103,9 @@ def _run(
                 continue  # none reached it, or it ran already (queued by two outputs)
         n_in = len(in_nodes)
         indexes: tuple[int, ...]
-        if relevant is not None:
-            indexes = _indexes(in_nodes, targets, relevant)
-        elif n_in == 1:  # one input: a shared tuple
+        if relevant is None and n_in == 1:  # one input: a shared tuple
             indexes = _ONE if in_nodes[0].requires_grad else ()
-        elif n_in == 2:
+        elif relevant is None and n_in == 2:
             indexes = _INDEXES[in_nodes[0].requires_grad, in_nodes[1].requires_grad]
         else:
             indexes = _indexes(in_nodes, targets, relevant)
