@@ -162,18 +162,27 @@ def others_product(x: Any, axes: tuple[int, ...]) -> Any:
 # which needs no hashing (NumPy hashes a dtype anew each time) and never compares
 # dtypes of two libraries (array_api_strict warns when compared with NumPy's).
 _complex_dtypes: dict[int, tuple[Any, bool]] = {}
+# The real dtype found last, compared first (one comparison where a backward pass
+# asks of one dtype again and again).
+_last_real: Any = None
 
 
 def is_complex(a: Any) -> bool:
     """Whether the array or Variable ``a`` has a complex dtype."""
+    global _last_real
     dtype = a.dtype
+    if dtype is _last_real:
+        return False
     known = _complex_dtypes.get(id(dtype))
     if known is not None and known[0] is dtype:
-        return known[1]
-    result = bool(namespace_of(a).isdtype(dtype, "complex floating"))
-    if len(_complex_dtypes) > 1024:  # dtype objects made per array: keep it bounded
-        _complex_dtypes.clear()
-    _complex_dtypes[id(dtype)] = (dtype, result)
+        result = known[1]
+    else:
+        result = bool(namespace_of(a).isdtype(dtype, "complex floating"))
+        if len(_complex_dtypes) > 1024:  # dtype objects made per array: keep it bounded
+            _complex_dtypes.clear()
+        _complex_dtypes[id(dtype)] = (dtype, result)
+    if not result:
+        _last_real = dtype
     return result
 
 
@@ -199,14 +208,13 @@ def conjugate(xp: Any, a: Any) -> Any:
     >>> conjugate(np, np.array([1 + 2j])), conjugate(np, np.array([1.0])), conjugate(np, 2j)
     (array([1.-2.j]), array([1.]), -2j)
     """
-    # Every rule calls this: the cache of is_complex is read here without a call.
+    # Every rule calls this: is_complex's last real dtype is compared here without a call.
     try:
         dtype = a.dtype
     except AttributeError:  # a Python scalar
         return a.conjugate()
-    known = _complex_dtypes.get(id(dtype))
-    if known is not None and known[0] is dtype:
-        return xp.conj(a) if known[1] else a
+    if dtype is _last_real:
+        return a
     return xp.conj(a) if is_complex(a) else a
 
 
