@@ -52,6 +52,12 @@ def _writable(array: Any) -> bool:
     return bool(array.flags.writeable)
 
 
+def _scalar_operand(value: Any, array: Any) -> Any:
+    import numpy
+
+    return numpy.asarray(value, dtype=array.dtype)
+
+
 def _export_copy(array: Any) -> Any:
     import numpy
 
@@ -83,6 +89,7 @@ adapter = Adapter(
     export_copy=_export_copy,
     data_pointer=lambda array: array.__array_interface__["data"][0],
     memory=base_root,
+    scalar_operand=_scalar_operand,
     fallback_for=("cpu",),  # to_cpu of a library without host memory (CuPy)
     order=10,
     title="NumPy",

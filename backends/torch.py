@@ -109,6 +109,13 @@ def _view_problem(array: Any) -> str | None:
     return None
 
 
+def _scalar_operand(value: Any, array: Any) -> Any:
+    import torch
+
+    # On the CPU: torch takes a 0-d CPU tensor with a tensor on any device.
+    return torch.tensor(value, dtype=array.dtype)
+
+
 def _export_copy(array: Any) -> Any:
     import torch
 
@@ -159,6 +166,7 @@ adapter = Adapter(
     data_pointer=lambda array: array.data_ptr(),
     memory=_memory,
     write_count=_write_count,
+    scalar_operand=_scalar_operand,
     order=30,
     title="PyTorch",
 )

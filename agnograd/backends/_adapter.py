@@ -108,6 +108,16 @@ class Adapter:
         ``.grad`` is copied where it cannot, as torch copies an expanded one, so that
         ``x.grad *= 0.5`` works. Without it every array counts as writable (right for
         immutable arrays, which are never written in place).
+    scalar_operand : callable, optional
+        ``scalar_operand(value, array) -> array``: the Python number ``value`` as a
+        0-d array of ``array``'s (real floating) dtype, which the library's operators
+        take with ``array`` and compute with as they compute with ``value`` (NumPy:
+        ``numpy.asarray(value, dtype=array.dtype)``; PyTorch: a 0-d tensor on the
+        CPU, which it takes with a tensor on any device). agnograd makes one per
+        value and dtype and passes it to the operators of ``x * 0.5`` and the like
+        instead of the number, which such a library converts at every call (0.4 µs
+        on a small torch tensor, 0.16 µs on a NumPy array). Without it the number is
+        passed as it is.
     views : bool
         Whether arrays of this library are buffers that DLPack can share (``False``
         for lazy libraries such as Dask).
@@ -157,6 +167,7 @@ class Adapter:
     memory: Callable[[Any], Any] | None = None
     write_count: Callable[[Any], int | None] | None = None
     writable: Callable[[Any], bool] | None = None
+    scalar_operand: Callable[[Any, Any], Any] | None = None
     views: bool = True
     unusable: Callable[[], str | None] | None = None
     fallback_for: tuple[str, ...] = ()

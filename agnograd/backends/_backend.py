@@ -8,6 +8,7 @@ few things the standard cannot express come from adapters registered under the
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.metadata
 from typing import Any, TypeAlias
@@ -344,6 +345,58 @@ def adapter_for(array: Any) -> Any:
     owner = next((a for a in reversed(_adapters()) if a.owns(cls)), None)
     _adapter_cache[cls] = owner
     return owner
+
+
+#: Namespace -> the 0-d arrays that stand for Python numbers in its operators, keyed
+#: by number and dtype (``Adapter.scalar_operand``; ``False``: the number is kept), or
+#: ``False`` for a library that keeps numbers: read by every operation of a Variable
+#: and a Python number (agnograd.core._fast).
+scalar_operands: dict[Any, Any] = {}
+
+#: The Python numbers that a 0-d array may stand for (bool, complex and NumPy's
+#: scalars, whose types take part in type promotion, are passed as they are).
+NUMBERS = frozenset((int, float))
+
+
+def scalar_operand(xp: Any, array: Any, value: Any) -> Any:
+    """The 0-d array that an operator of ``array`` (of namespace ``xp``) takes for the
+    Python number ``value`` with the same result, made once per number and dtype by
+    the adapter's ``scalar_operand`` (float32 and float64 only: torch computes with a
+    Python number at a higher precision on the smaller ones); ``False`` where the
+    number is passed as it is.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from agnograd.backends._backend import raw_namespace, scalar_operand
+    >>> x = np.ones(3, dtype=np.float32)
+    >>> a = scalar_operand(raw_namespace(x), x, 0.5)
+    >>> a, a is scalar_operand(raw_namespace(x), x, 0.5)
+    (array(0.5, dtype=float32), True)
+    >>> scalar_operand(raw_namespace(x), x, -0.0), scalar_operand(raw_namespace(x), x, 1j)
+    (False, False)
+    """
+    cache: dict[tuple[Any, Any], Any] | bool | None = scalar_operands.get(xp)
+    if cache is None:
+        adapter = adapter_for(array)
+        found = adapter is not None and adapter.scalar_operand is not None
+        cache = scalar_operands[xp] = {} if found else False
+    # ±0 and NaN are never stored: -0.0 == 0.0 with one hash, and NaN never equals.
+    if cache is False or value.__class__ not in NUMBERS or not value or value != value:
+        return False
+    assert isinstance(cache, dict)
+    dtype = array.dtype
+    made = cache.get((value, dtype))
+    if made is None:
+        made = False
+        if dtype == xp.float32 or dtype == xp.float64:
+            # A number the dtype cannot hold keeps False: the operator says so itself.
+            with contextlib.suppress(OverflowError, RuntimeError, TypeError, ValueError):
+                made = adapter_for(array).scalar_operand(value, array)
+        if len(cache) >= 1024:
+            cache.clear()
+        cache[(value, dtype)] = made
+    return made
 
 
 def writable(array: Any) -> Any:

@@ -23,7 +23,13 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from agnograd.backends._backend import SCALARS, _namespaces
+from agnograd.backends._backend import (
+    NUMBERS,
+    SCALARS,
+    _namespaces,
+    scalar_operand,
+    scalar_operands,
+)
 from agnograd.core import _link
 from agnograd.core._config import MODE
 from agnograd.core._function import FunctionNode
@@ -45,8 +51,9 @@ def set_enabled(on: bool) -> None:
 # the output ``y`` from ``data`` (of namespace ``xp``), ``{shape}`` its shape where
 # known (None: read from ``y``); ``{ready}`` and
 # ``{differentiable}`` check a node given as the argument ``func`` (a node class's own
-# function knows their answers), ``{before}`` prepares it to compute, ``{made}``
-# makes the node that links, where none was given.
+# function knows their answers), ``{before}`` prepares to compute, ``{made}`` makes
+# the node that links, where none was given, and ``{setup}`` tells it what its
+# backward reads besides what it keeps.
 _ONE = """\
 if x.__class__ is Variable and not _graph_writes and enabled{ready}:
     backprop, auto_forward, hooks = MODE.get()
@@ -65,6 +72,7 @@ if x.__class__ is Variable and not _graph_writes and enabled{ready}:
         shape = {shape}
         if backprop and node.requires_grad{differentiable}:
             {made}
+            {setup}
             nodes = (node,)
             arrays = (data,)
             rank = node.rank
@@ -74,8 +82,7 @@ return {make}.apply((x,))[0]
 """
 
 # The body of a function of two arrays ``x1`` and ``x2``: as _ONE, ``{compute}`` from
-# ``a1`` and ``a2``; ``{fit}`` tells the node whether its gradients have the shapes of
-# its inputs (see _own).
+# ``a1`` and ``a2``.
 _TWO = """\
 if (
     x1.__class__ is Variable
@@ -101,7 +108,7 @@ if (
         shape = {shape}
         if backprop and (n1.requires_grad or n2.requires_grad){differentiable}:
             {made}
-            {fit}
+            {setup}
             nodes = (n1, n2)
             arrays = (a1, a2)
             rank = n1.rank if n1.rank > n2.rank else n2.rank
@@ -110,6 +117,19 @@ if (
         return _new_variable(y, False, None, 0, shape)
 return {make}.apply((x1, x2))[0]
 """
+
+# How a scalar node's function finds ``operand``, what its library's operator takes
+# for the Python scalar ``value``: a 0-d array made once per number and dtype where
+# that gives the same result faster (agnograd.backends._backend.scalar_operand).
+_OPERAND = """\
+operand = value
+cache = _scalar_operands.get(xp)
+if cache is not False and value.__class__ in _NUMBERS:
+    made = None if cache is None else cache.get((value, data.dtype))
+    if made is None:
+        made = _scalar_operand(xp, data, value)
+    if made is not False:
+        operand = made"""
 
 # What the bodies read besides their arguments and the names given to _render.
 _NAMES: dict[str, Any] = {
@@ -120,12 +140,20 @@ _NAMES: dict[str, Any] = {
     "_namespaces": _namespaces,
     "_new_variable": _new_variable,
     "_output_tuple": _output_tuple,
+    "_scalar_operands": scalar_operands,
+    "_scalar_operand": scalar_operand,
+    "_NUMBERS": NUMBERS,
     **{name: getattr(_link, name) for name in _link.LINK_NAMES},
 }
 
 
 def _body(
-    template: str, compute: str, make: str = "func", shape: str = "None", fit: str = "pass"
+    template: str,
+    compute: str,
+    make: str = "func",
+    shape: str = "None",
+    setup: str = "pass",
+    before: str = "pass",
 ) -> str:
     """``template`` filled in: for the node given as the argument ``func``, or, with
     ``make``, for a node class's own function that makes its node with ``make`` (the
@@ -134,11 +162,11 @@ def _body(
     return template.format(
         compute=compute,
         shape=shape,
-        fit=fit,
+        setup=setup,
         make=make,
         ready=" and not func._checks_types" if given else "",
         differentiable=" and func.differentiable" if given else "",
-        before="func.xp = xp" if given else "pass",
+        before="func.xp = xp" if given else before.replace("\n", "\n" + " " * 8),
         made="pass" if given else f"func = {make}\n            func.xp = xp",
         link=textwrap.indent(_link.LINK, " " * 12),
     )
@@ -166,15 +194,19 @@ apply2 = _render(
 )
 
 
-def _own(template: str, node: type[FunctionNode], compute: str, make: str = "Node()") -> str:
+def _own(
+    template: str, node: type[FunctionNode], compute: str, make: str = "Node()", **parts: str
+) -> str:
     """The body of the function of the node class ``node`` (made by ``make``), whose
-    forward is ``compute``: the class must check no types and be differentiable,
-    which its function takes for given."""
+    forward is ``compute`` (and ``parts``: ``setup``, ``before``, see _body): the
+    class must check no types and be differentiable, which its function takes for
+    given."""
     assert not node._checks_types, node
     assert node.differentiable, node
     if template is _ONE:
         # An elementwise function of one array gives an output of its input's shape.
-        return _body(template, compute, make, "node.shape" if node._gradients_fit else "None")
+        shape = "node.shape" if node._gradients_fit else "None"
+        return _body(template, compute, make, shape, **parts)
     if not node.broadcasts:
         return _body(template, compute, make)
     # An elementwise function of two arrays of one shape gives an output of that shape,
@@ -211,9 +243,19 @@ def specialise_operator(
 ) -> Any:
     """The function ``name(x1, x2)`` of a binary operator: ``node()`` applied to two
     arrays, whose forward is ``compute`` (of ``a1`` and ``a2``), or, where ``x2`` is
-    a Python scalar, ``scalar_node(value)`` applied to ``x1``, whose forward is
-    ``scalar_compute`` (of ``data`` and ``value``, which is ``-x2`` with ``negate``)."""
-    scalar = _own(_ONE, scalar_node, scalar_compute, "Scalar(value)")
+    a Python scalar, ``scalar_node(value)`` applied to ``x1`` (``value`` is ``-x2``
+    with ``negate``), whose forward is ``scalar_compute`` of ``data`` and
+    ``operand``: what the library's operator takes for ``value``, the number or a
+    0-d array that stands for it, which the node keeps as ``_operand`` (None for
+    the number) for its backward."""
+    scalar = _own(
+        _ONE,
+        scalar_node,
+        scalar_compute,
+        "Scalar(value)",
+        before=_OPERAND,
+        setup="func._operand = None if operand is value else operand",
+    )
     body = "if type(x2) in SCALARS:\n    x = x1\n    value = {}\n{}{}".format(
         "-x2" if negate else "x2", textwrap.indent(scalar, "    "), _own(_TWO, node, compute)
     )

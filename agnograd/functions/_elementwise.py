@@ -96,6 +96,9 @@ class WithScalar(FunctionNode):
     __slots__ = ("value",)
     symbol: str
     reflected = False
+    # The 0-d array that the forward took for ``value`` (agnograd.core._fast's
+    # specialise_operator), or None where it took the number.
+    _operand: Any = None
     _gradients_fit = True  # elementwise, of one array
     _operator: Callable[[Any, Any], Any]
 
@@ -155,7 +158,8 @@ class MulConstant(WithScalar):
     symbol = "*"
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (grad_outputs[0] * self.value.conjugate(),)
+        operand = self._operand  # a real number's 0-d array: its own conjugate
+        return (grad_outputs[0] * (self.value.conjugate() if operand is None else operand),)
 
 
 class Div(Operator):
@@ -176,7 +180,8 @@ class DivConstant(WithScalar):
     symbol = "/"
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (grad_outputs[0] / self.value.conjugate(),)
+        operand = self._operand
+        return (grad_outputs[0] / (self.value.conjugate() if operand is None else operand),)
 
 
 class DivFromConstant(WithScalar):
@@ -277,7 +282,7 @@ def _operator(
         node,
         f"a1 {node.symbol} a2",
         scalar_node,
-        f"data {scalar_node.symbol} value",
+        f"data {scalar_node.symbol} operand",
         negate,
     )
 

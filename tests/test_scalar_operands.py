@@ -1,0 +1,140 @@
+"""A Python number in ``x * 0.5`` reaches the library's operator as a 0-d array of
+``x``'s dtype, made once per number and dtype (``Adapter.scalar_operand``: NumPy and
+PyTorch convert a number at every call), and never changes an answer: the values,
+dtypes and gradients are those of the operator with the number itself, bit for bit.
+Numbers a 0-d array cannot stand for (signed zeros, NaN, complex numbers, booleans,
+NumPy's scalars, dtypes other than float32 and float64) are passed as they are.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import agnograd
+from agnograd import Variable
+from agnograd.backends import _backend
+
+OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
+
+
+def _libraries() -> list[Any]:
+    libs: list[Any] = [np]
+    try:
+        import torch
+    except ImportError:
+        return libs
+    return [*libs, torch]
+
+
+LIBS = _libraries()
+DTYPES = ["float32", "float64"]
+
+
+def _array(lib: Any, values: list[float], dtype: str) -> Any:
+    if lib is np:
+        return np.asarray(values, dtype=dtype)
+    return lib.tensor(values, dtype=getattr(lib, dtype))
+
+
+def _same(a: Any, b: Any) -> None:
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype
+    np.testing.assert_array_equal(a, b)  # NaN where NaN, the same bits elsewhere
+    if not np.iscomplexobj(a):
+        np.testing.assert_array_equal(np.signbit(a), np.signbit(b))
+
+
+@pytest.mark.parametrize("lib", LIBS, ids=lambda lib: lib.__name__)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("symbol", list(OPS))
+@settings(max_examples=25, deadline=None)
+@given(
+    values=st.lists(st.floats(-1e6, 1e6, width=32), min_size=1, max_size=5),
+    number=st.one_of(st.floats(allow_nan=False, allow_infinity=True), st.integers(-(2**40), 2**40)),
+)
+def test_the_answer_is_the_numbers(
+    lib: Any, dtype: str, symbol: str, values: list[float], number: float
+) -> None:
+    op = OPS[symbol]
+    data = _array(lib, values, dtype)
+    seed = data * 0 + 1
+    x = Variable(data)
+    with np.errstate(all="ignore"):
+        y = op(x, number)
+        y.grad = seed
+        y.backward()
+        _same(y.array, op(data, number))
+        _same(x.grad, op(seed, number) if symbol in "*/" else seed)
+
+
+@pytest.mark.parametrize("lib", LIBS, ids=lambda lib: lib.__name__)
+def test_one_array_per_number_and_dtype(lib: Any) -> None:
+    x32 = Variable(_array(lib, [1.0, 2.0], "float32"))
+    x64 = Variable(_array(lib, [1.0, 2.0], "float64"))
+    a, b, c = (x32 * 0.5).creator_node, (x32 * 0.5).creator_node, (x64 * 0.5).creator_node
+    assert a._operand is b._operand  # made once
+    assert a._operand.dtype == x32.dtype
+    assert c._operand.dtype == x64.dtype
+    assert (x32 * 2).creator_node._operand is (x32 * 2.0).creator_node._operand  # one value
+
+
+@pytest.mark.parametrize("lib", LIBS, ids=lambda lib: lib.__name__)
+@pytest.mark.parametrize(
+    "number", [0.0, -0.0, float("nan"), 1j, True, np.float64(0.5), np.float32(0.5)], ids=repr
+)
+def test_numbers_no_array_stands_for_keep_their_meaning(lib: Any, number: Any) -> None:
+    data = _array(lib, [1.0, -2.0], "float32")
+    y = Variable(data) * number
+    assert y.creator_node._operand is None
+    with np.errstate(all="ignore"):
+        _same(y.array, data * number)
+
+
+@pytest.mark.parametrize("lib", LIBS, ids=lambda lib: lib.__name__)
+def test_other_dtypes_take_the_number(lib: Any) -> None:
+    half = _array(lib, [1.0, 3.0], "float16")
+    y = Variable(half) * 0.1
+    assert y.creator_node._operand is None
+    _same(y.array, half * 0.1)
+    ints = Variable(_array(lib, [1.0, 3.0], "float64")) * 1
+    assert ints.creator_node._operand is not None
+    integer = lib.asarray([1, 3])
+    _same((Variable(integer) * 2.5).array, integer * 2.5)  # promoted to floating
+
+
+def test_a_sign_of_zero_is_kept() -> None:
+    x = Variable(np.asarray([1.0, 2.0]))
+    assert np.all(np.signbit((x * -0.0).array))
+    assert not np.any(np.signbit((x * 0.0).array))
+    assert not np.any(np.signbit((x * 0.5).array))
+
+
+def test_second_order_through_a_scalar_node() -> None:
+    x = Variable(np.asarray([1.0, 2.0]))
+    y = (x * x) * 0.5
+    (gx,) = agnograd.grad([agnograd.functions.sum(y)], [x], enable_double_backprop=True)
+    np.testing.assert_allclose(gx.array, [1.0, 2.0])
+    (ggx,) = agnograd.grad([agnograd.functions.sum(gx * 3.0)], [x])
+    np.testing.assert_allclose(ggx.array, [3.0, 3.0])
+
+
+def test_the_arrays_are_bounded() -> None:
+    x = Variable(np.asarray([1.0], dtype=np.float32))
+    for i in range(1, 1500):
+        x * float(i)
+    cache = _backend.scalar_operands[_backend.raw_namespace(x.array)]
+    assert 0 < len(cache) <= 1024
+
+
+def test_a_library_without_the_hook_takes_numbers() -> None:
+    xp = pytest.importorskip("array_api_strict")
+    x = Variable(xp.asarray([1.0, 2.0]))
+    y = x * 0.5
+    assert y.creator_node._operand is None
+    assert _backend.scalar_operands[_backend.raw_namespace(x.array)] is False
