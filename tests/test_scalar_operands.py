@@ -138,3 +138,19 @@ def test_a_library_without_the_hook_takes_numbers() -> None:
     y = x * 0.5
     assert y.creator_node._operand is None
     assert _backend.scalar_operands[_backend.raw_namespace(x.array)] is False
+
+
+@pytest.mark.parametrize("lib", LIBS, ids=lambda lib: lib.__name__)
+@pytest.mark.parametrize("dtype", DTYPES)
+@settings(max_examples=25, deadline=None)
+@given(
+    values=st.lists(st.floats(-100, 100, width=32), min_size=1, max_size=5),
+    number=st.sampled_from([2.0, 3.0, -1.0, 0.5, 2, 3, 1.5, -2.5]),
+)
+def test_a_power_takes_the_number(lib: Any, dtype: str, values: list[float], number: float) -> None:
+    # NumPy and PyTorch compute x ** 2.0 otherwise than x ** a (a squaring, a power).
+    data = _array(lib, values, dtype)
+    with np.errstate(all="ignore"):
+        y = Variable(data) ** number
+        _same(y.array, data**number)
+    assert y.creator_node._operand is None

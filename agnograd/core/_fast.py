@@ -240,6 +240,7 @@ def specialise_operator(
     scalar_node: type[FunctionNode],
     scalar_compute: str,
     negate: bool,
+    operand: bool = True,
 ) -> Any:
     """The function ``name(x1, x2)`` of a binary operator: ``node()`` applied to two
     arrays, whose forward is ``compute`` (of ``a1`` and ``a2``), or, where ``x2`` is
@@ -247,14 +248,16 @@ def specialise_operator(
     with ``negate``), whose forward is ``scalar_compute`` of ``data`` and
     ``operand``: what the library's operator takes for ``value``, the number or a
     0-d array that stands for it, which the node keeps as ``_operand`` (None for
-    the number) for its backward."""
+    the number) for its backward. Without ``operand`` (``**``, which NumPy and
+    PyTorch compute otherwise with a 0-d array: ``t ** 2.0`` squares), ``operand``
+    is ``value``."""
+    parts = {"before": _OPERAND, "setup": "func._operand = None if operand is value else operand"}
     scalar = _own(
         _ONE,
         scalar_node,
         scalar_compute,
         "Scalar(value)",
-        before=_OPERAND,
-        setup="func._operand = None if operand is value else operand",
+        **(parts if operand else {"before": "operand = value"}),
     )
     body = "if type(x2) in SCALARS:\n    x = x1\n    value = {}\n{}{}".format(
         "-x2" if negate else "x2", textwrap.indent(scalar, "    "), _own(_TWO, node, compute)

@@ -271,7 +271,12 @@ class PowFromConstant(WithScalar):
 
 
 def _operator(
-    name: str, node: type[Operator], scalar_node: type[WithScalar], *, negate: bool = False
+    name: str,
+    node: type[Operator],
+    scalar_node: type[WithScalar],
+    *,
+    negate: bool = False,
+    operand: bool = True,
 ) -> Any:
     """The function ``name(x1, x2)`` that applies ``node``, or ``scalar_node(x2)``
     (``-x2`` with ``negate``) when ``x2`` is a Python scalar, on the fast path with
@@ -284,6 +289,7 @@ def _operator(
         scalar_node,
         f"data {scalar_node.symbol} operand",
         negate,
+        operand,
     )
 
 
@@ -292,7 +298,7 @@ _add = _operator("add", Add, AddConstant)
 _sub = _operator("subtract", Sub, AddConstant, negate=True)
 _mul = _operator("multiply", Mul, MulConstant)
 _div = _operator("divide", Div, DivConstant)
-_pow = _operator("pow", Pow, PowConstant)
+_pow = _operator("pow", Pow, PowConstant, operand=False)  # x ** 2.0 squares
 
 
 class MultiAdd(FunctionNode):
