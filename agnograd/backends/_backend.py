@@ -381,15 +381,15 @@ def scalar_operand(xp: Any, array: Any, value: Any) -> Any:
         adapter = adapter_for(array)
         found = adapter is not None and adapter.scalar_operand is not None
         cache = scalar_operands[xp] = {} if found else False
-    # ±0 and NaN are never stored: -0.0 == 0.0 with one hash, and NaN never equals.
-    if cache is False or value.__class__ not in NUMBERS or not value or value != value:
+    if cache is False or value.__class__ not in NUMBERS:
         return False
     assert isinstance(cache, dict)
     dtype = array.dtype
     made = cache.get((value, dtype))
     if made is None:
         made = False
-        if dtype == xp.float32 or dtype == xp.float64:
+        # No array for ±0 (-0.0 == 0.0, one key) or NaN: they keep their number.
+        if value and value == value and (dtype == xp.float32 or dtype == xp.float64):
             # A number the dtype cannot hold keeps False: the operator says so itself.
             with contextlib.suppress(OverflowError, RuntimeError, TypeError, ValueError):
                 made = adapter_for(array).scalar_operand(value, array)
