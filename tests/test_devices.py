@@ -633,6 +633,13 @@ def test_torch_cuda_round_trip_and_gradients():
     F.sum(y * y).backward()
     assert x.grad.device.type == "cpu"
     np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])
+    # A Python number reaches torch as a 0-d CPU tensor, which it takes with CUDA's.
+    x.cleargrad()
+    w = F.copy(x, "@torch:cuda:0") * 0.5 / 4.0 - 1.0
+    assert w.creator_node.inputs[0].creator_node._operand.device.type == "cpu"
+    F.sum(w).backward()
+    np.testing.assert_array_equal(w.array.cpu().numpy(), [-0.875, -0.75])
+    np.testing.assert_array_equal(x.grad.numpy(), [0.125, 0.125])
     z = F.copy(y, "@numpy")  # across devices and libraries
     assert isinstance(z.array, np.ndarray)
 
