@@ -112,8 +112,12 @@ def _view_problem(array: Any) -> str | None:
 def _scalar_operand(value: Any, array: Any) -> Any:
     import torch
 
-    # On the CPU: torch takes a 0-d CPU tensor with a tensor on any device.
-    return torch.tensor(value, dtype=array.dtype)
+    # A plain tensor on the CPU, which torch takes with a tensor on any device; none
+    # for a tensor subclass, or under a mode that would make another (FakeTensorMode).
+    if array.__class__ is not torch.Tensor:
+        return None
+    made = torch.tensor(value, dtype=array.dtype, device="cpu")
+    return made if made.__class__ is torch.Tensor and made.device.type == "cpu" else None
 
 
 def _export_copy(array: Any) -> Any:
@@ -139,6 +143,8 @@ def _write_count(array: Any) -> int | None:
     try:
         return array._version  # type: ignore[no-any-return]
     except RuntimeError:  # inference tensors (torch.inference_mode) keep no count
+        return None
+    except AttributeError:  # not a tensor (a node of torch inputs may keep others)
         return None
 
 

@@ -669,3 +669,18 @@ def test_to_device_of_a_name_no_library_knows_says_why_each_refused() -> None:
         (x * 2).to_device("nonsense")
     with pytest.raises(ValueError, match=r"to_device: 'nonsense' is neither a device of torch"):
         x.to_device("nonsense")
+
+
+def test_a_sharded_jax_array_gets_its_gradient():
+    # A leaf's gradient is checked against its data's device as array_api_compat
+    # reports it, which a JAX array sharded over devices has too.
+    jax = pytest.importorskip("jax")
+    if len(jax.devices("cpu")) < 2:
+        pytest.skip("JAX has one CPU device (XLA_FLAGS was set after jax was imported)")
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    mesh = Mesh(np.array(jax.devices("cpu")[:2]), ("i",))
+    a = jax.device_put(jax.numpy.arange(4.0), NamedSharding(mesh, PartitionSpec("i")))
+    x = Variable(a)
+    F.sum(x * x).backward()
+    np.testing.assert_array_equal(np.asarray(x.grad), [0.0, 2.0, 4.0, 6.0])

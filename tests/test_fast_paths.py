@@ -316,3 +316,27 @@ def test_core_on_the_general_path() -> None:
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "general path" in result.stdout  # the run said so in its header
+
+
+def test_a_rerun_with_other_shapes_gets_their_gradients() -> None:
+    # What a node learnt of its shapes when it was made eagerly is not taken for
+    # given when the graph runs again with other data.
+    x1 = agnograd.Variable(np.array([2.0]))
+    a = agnograd.Variable(np.ones(1))
+    x2 = a * 1.0
+    y = x1 * x2
+    x1.array = np.array([1.0, 2.0, 3.0])
+    y.forward()
+    (g,) = agnograd.grad([y], [x2], grad_outputs=[np.ones(3)])
+    np.testing.assert_array_equal(g.array, [6.0])
+
+
+def test_an_array_reshaped_in_place_gives_outputs_of_its_shape() -> None:
+    a = np.arange(1.0, 4.0)
+    x = agnograd.Variable(a, requires_grad=False)
+    a.shape = (3, 1)  # behind agnograd's back
+    y = F.exp(x)
+    assert y.node.shape == (3, 1)
+    w = agnograd.Variable(np.ones(3))
+    F.sum(y * (w * 1.0)).backward()
+    np.testing.assert_allclose(w.grad, np.full(3, np.exp([1.0, 2.0, 3.0]).sum()))

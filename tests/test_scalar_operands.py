@@ -56,7 +56,7 @@ def _same(a: Any, b: Any) -> None:
 @settings(max_examples=25, deadline=None)
 @given(
     values=st.lists(st.floats(-1e6, 1e6, width=32), min_size=1, max_size=5),
-    number=st.one_of(st.floats(allow_nan=False, allow_infinity=True), st.integers(-(2**40), 2**40)),
+    number=st.one_of(st.floats(allow_nan=False, allow_infinity=True), st.integers(-(2**62), 2**62)),
 )
 def test_the_answer_is_the_numbers(
     lib: Any, dtype: str, symbol: str, values: list[float], number: float
@@ -154,3 +154,45 @@ def test_a_power_takes_the_number(lib: Any, dtype: str, values: list[float], num
         y = Variable(data) ** number
         _same(y.array, data**number)
     assert y.creator_node._operand is None
+
+
+def test_a_rerun_of_another_dtype_takes_its_own_number() -> None:
+    # The eager forward kept a float32 array for 0.1; a run of the graph with float64
+    # data must not multiply its gradient by that rounded 0.1.
+    x = Variable(np.asarray([1.0, 2.0], dtype=np.float32))
+    y = x * 0.1 / 10.0
+    x.array = np.asarray([1.0, 2.0])
+    y.forward()
+    y.grad = np.ones(2)
+    y.backward()
+    _same(x.grad, np.ones(2) / 10.0 * 0.1)  # the backward's order
+
+
+def test_large_integers_round_as_the_library_rounds_them() -> None:
+    torch = pytest.importorskip("torch")
+    for number in (2**60 + 2**36 + 1, -(2**55) - 3, 2**53 + 1):
+        data = torch.tensor([1.0, 3.0])
+        y = Variable(data) * number
+        assert y.creator_node._operand is None
+        _same(y.array, data * number)
+    with pytest.raises((OverflowError, RuntimeError)):
+        Variable(torch.tensor([1.0])) * 2**70  # as torch itself refuses
+
+
+def test_numbers_a_dtype_holds_only_as_inf_or_subnormal_keep_the_number() -> None:
+    x = Variable(np.asarray([1.0, 2.0], dtype=np.float32))
+    assert (x * 1e-40).creator_node._operand is None  # subnormal in float32
+    with np.errstate(over="ignore"):
+        assert (x * 1e39).creator_node._operand is None  # beyond float32
+    for _ in range(2):  # NumPy says so at every operation, as for its own numbers
+        with np.errstate(over="raise"), pytest.raises(FloatingPointError):
+            x * 1e39
+
+
+def test_an_array_made_under_a_torch_mode_is_not_kept() -> None:
+    torch = pytest.importorskip("torch")
+    with torch.device("meta"):
+        Variable(torch.ones(3)) * 0.25  # the default device is meta here
+    y = Variable(torch.ones(3)) * 0.25
+    assert y.creator_node._operand.device.type == "cpu"
+    _same(y.array, torch.ones(3) * 0.25)

@@ -785,3 +785,18 @@ def test_variable_node_set_creator_and_unchain(backend):
 def test_variable_node_requires_grad_follows_variable(backend):
     v = Variable(backend.asarray([1.0]), requires_grad=False)
     assert v.node.requires_grad is False
+
+
+def test_a_node_copies_as_a_node_of_the_same_variable():
+    # A VariableNode is the weak reference to its Variable; copy and deepcopy still
+    # give a node of that Variable, as they did when the node held the reference.
+
+    x = Variable(np.ones(2), name="x")
+    for made in (copy.copy(x.node), copy.deepcopy({"n": x.node})["n"]):
+        assert made is not x.node
+        assert made != x.node
+        assert made.get_variable() is x
+        assert (made.name, made.shape, made.requires_grad) == ("x", (2,), True)
+    node = x.node
+    del x
+    assert copy.copy(node).get_variable_or_none() is None

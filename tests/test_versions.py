@@ -421,3 +421,25 @@ def test_a_constant_written_through_its_reshape_gets_the_gradient():
         return
     assert x.grad is not None
     np.testing.assert_allclose(x.grad, want)
+
+
+def test_a_users_node_may_keep_an_array_of_another_library():
+    # torch's write count is read for the tensors a node of torch inputs keeps, and
+    # not for a NumPy array it keeps.
+    torch = pytest.importorskip("torch")
+
+    class ToNumpySquare(agnograd.FunctionNode):
+        def forward(self, inputs):
+            self.retain_outputs((0,))
+            return (inputs[0].numpy() ** 2,)
+
+        def backward(self, indexes, grad_outputs):
+            (y,) = self.get_retained_outputs()
+            return (torch.from_numpy(2 * np.sqrt(y) * grad_outputs[0]),)
+
+    F.sin(Variable(torch.ones(1)))  # torch known to count writes
+    x = Variable(torch.tensor([1.0, 2.0], dtype=torch.float64))
+    (y,) = ToNumpySquare().apply((x,))
+    y.grad = np.ones(2)
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])

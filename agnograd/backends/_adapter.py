@@ -116,8 +116,9 @@ class Adapter:
         CPU, which it takes with a tensor on any device). agnograd makes one per
         value and dtype and passes it to the operators of ``x * 0.5`` and the like
         instead of the number, which such a library converts at every call (0.4 µs
-        on a small torch tensor, 0.16 µs on a NumPy array). Without it the number is
-        passed as it is.
+        on a small torch tensor, 0.16 µs on a NumPy array); it returns ``None`` where
+        it cannot make a plain one now (torch under a dispatch mode), and is asked
+        again next time. Without it the number is passed as it is.
     views : bool
         Whether arrays of this library are buffers that DLPack can share (``False``
         for lazy libraries such as Dask).

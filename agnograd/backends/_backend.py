@@ -8,10 +8,10 @@ few things the standard cannot express come from adapters registered under the
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib.metadata
-from typing import Any, TypeAlias
+import math
+from typing import Any, TypeAlias, cast
 
 import array_api_compat
 import numpy
@@ -361,9 +361,13 @@ NUMBERS = frozenset((int, float))
 def scalar_operand(xp: Any, array: Any, value: Any) -> Any:
     """The 0-d array that an operator of ``array`` (of namespace ``xp``) takes for the
     Python number ``value`` with the same result, made once per number and dtype by
-    the adapter's ``scalar_operand`` (float32 and float64 only: torch computes with a
-    Python number at a higher precision on the smaller ones); ``False`` where the
-    number is passed as it is.
+    the adapter's ``scalar_operand``; ``False`` where the number is passed as it is.
+
+    Only float32 and float64 arrays take one (torch computes with a number at a
+    higher precision on the smaller dtypes), and only for numbers that the dtype
+    holds as a normal number, made from an exact float64 (an int up to 2**53): no
+    ±0 (-0.0 == 0.0, one key), NaN, overflow (whose warning NumPy gives at each
+    operation) or subnormal (which torch may flush while it makes the array).
 
     Examples
     --------
@@ -373,7 +377,7 @@ def scalar_operand(xp: Any, array: Any, value: Any) -> Any:
     >>> a = scalar_operand(raw_namespace(x), x, 0.5)
     >>> a, a is scalar_operand(raw_namespace(x), x, 0.5)
     (array(0.5, dtype=float32), True)
-    >>> scalar_operand(raw_namespace(x), x, -0.0), scalar_operand(raw_namespace(x), x, 1j)
+    >>> scalar_operand(raw_namespace(x), x, -0.0), scalar_operand(raw_namespace(x), x, 1e39)
     (False, False)
     """
     cache: dict[tuple[Any, Any], Any] | bool | None = scalar_operands.get(xp)
@@ -381,21 +385,26 @@ def scalar_operand(xp: Any, array: Any, value: Any) -> Any:
         adapter = adapter_for(array)
         found = adapter is not None and adapter.scalar_operand is not None
         cache = scalar_operands[xp] = {} if found else False
-    if cache is False or value.__class__ not in NUMBERS:
-        return False
+    if cache is False or value.__class__ not in NUMBERS or value != value:
+        return False  # NaN is never stored: one NaN never equals another
     assert isinstance(cache, dict)
     dtype = array.dtype
     made = cache.get((value, dtype))
-    if made is None:
-        made = False
-        # No array for ±0 (-0.0 == 0.0, one key) or NaN: they keep their number.
-        if value and value == value and (dtype == xp.float32 or dtype == xp.float64):
-            # A number the dtype cannot hold keeps False: the operator says so itself.
-            with contextlib.suppress(OverflowError, RuntimeError, TypeError, ValueError):
-                made = adapter_for(array).scalar_operand(value, array)
-        if len(cache) >= 1024:
-            cache.clear()
-        cache[(value, dtype)] = made
+    if made is not None:
+        return made
+    made = False
+    if dtype == xp.float32 or dtype == xp.float64:
+        info = xp.finfo(dtype)
+        size = abs(cast(float, value))
+        exact = value.__class__ is float or size <= 2**53
+        low, high = float(info.smallest_normal), float(info.max)  # no NumPy scalar to compare
+        if exact and (low <= size <= high or size == math.inf):
+            made = adapter_for(array).scalar_operand(value, array)
+            if made is None:
+                return False  # not now (a mode of the library): asked again next time
+    if len(cache) >= 1024:
+        cache.clear()
+    cache[(value, dtype)] = made
     return made
 
 

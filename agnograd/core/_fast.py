@@ -48,8 +48,7 @@ def set_enabled(on: bool) -> None:
 
 
 # The body of a function of one array ``x``. ``{make}`` gives the node, ``{compute}``
-# the output ``y`` from ``data`` (of namespace ``xp``), ``{shape}`` its shape where
-# known (None: read from ``y``); ``{ready}`` and
+# the output ``y`` from ``data`` (of namespace ``xp``); ``{ready}`` and
 # ``{differentiable}`` check a node given as the argument ``func`` (a node class's own
 # function knows their answers), ``{before}`` prepares to compute, ``{made}`` makes
 # the node that links, where none was given, and ``{setup}`` tells it what its
@@ -69,7 +68,6 @@ if x.__class__ is Variable and not _graph_writes and enabled{ready}:
         if y.__class__ is not data.__class__:
             _output_tuple({make}, (y,))  # a NumPy scalar passes; no array is refused
         node = x._node
-        shape = {shape}
         if backprop and node.requires_grad{differentiable}:
             {made}
             {setup}
@@ -77,7 +75,7 @@ if x.__class__ is Variable and not _graph_writes and enabled{ready}:
             arrays = (data,)
             rank = node.rank
 {link}
-        return _new_variable(y, False, None, 0, shape)
+        return _new_variable(y, False, None, 0)
 return {make}.apply((x,))[0]
 """
 
@@ -105,7 +103,6 @@ if (
             _output_tuple({make}, (y,))
         n1 = x1._node
         n2 = x2._node
-        shape = {shape}
         if backprop and (n1.requires_grad or n2.requires_grad){differentiable}:
             {made}
             {setup}
@@ -114,7 +111,7 @@ if (
             rank = n1.rank if n1.rank > n2.rank else n2.rank
             rank = rank if rank > 0 else 0  # as apply: at least 0 for several inputs
 {link}
-        return _new_variable(y, False, None, 0, shape)
+        return _new_variable(y, False, None, 0)
 return {make}.apply((x1, x2))[0]
 """
 
@@ -151,7 +148,6 @@ def _body(
     template: str,
     compute: str,
     make: str = "func",
-    shape: str = "None",
     setup: str = "pass",
     before: str = "pass",
 ) -> str:
@@ -161,7 +157,6 @@ def _body(
     given = make == "func"
     return template.format(
         compute=compute,
-        shape=shape,
         setup=setup,
         make=make,
         ready=" and not func._checks_types" if given else "",
@@ -203,16 +198,7 @@ def _own(
     given."""
     assert not node._checks_types, node
     assert node.differentiable, node
-    if template is _ONE:
-        # An elementwise function of one array gives an output of its input's shape.
-        shape = "node.shape" if node._gradients_fit else "None"
-        return _body(template, compute, make, shape, **parts)
-    if not node.broadcasts:
-        return _body(template, compute, make)
-    # An elementwise function of two arrays of one shape gives an output of that shape,
-    # and gradients of it: the engine then compares no shapes.
-    same = "n1.shape if n1.shape == n2.shape else None"
-    return _body(template, compute, make, same, "func._gradients_fit = shape is not None")
+    return _body(template, compute, make, **parts)
 
 
 def specialise1(name: str, node: type[FunctionNode], expression: str, **names: Any) -> Any:

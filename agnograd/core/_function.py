@@ -119,8 +119,7 @@ class FunctionNode:
     _plain_backward = True
 
     # Whether the gradients backward returns have the shapes of the inputs, as those
-    # of the elementwise functions of one array do (and, set on the node, those of the
-    # operators of two arrays of one shape): the engine then compares none.
+    # of the elementwise functions of one array do: the engine then compares none.
     _gradients_fit = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -29,11 +29,11 @@ _IN_ORDER = {n: tuple(range(n)) for n in range(1, 9)}
 #: How the node ``func`` links into the graph the one output ``y`` that its forward
 #: computed from ``arrays`` (of the input nodes ``nodes``, of namespace ``xp``, their
 #: largest rank ``rank``): its output Variable, and what it keeps for backward with
-#: their versions; ``shape`` is ``y``'s where known, else None. It ends in ``return var``.
+#: their versions. It ends in ``return var``.
 LINK = """\
 func.rank = rank
 func.inputs = nodes
-var = _new_variable(y, True, func, rank + 1, shape)
+var = _new_variable(y, True, func, rank + 1)
 func.outputs = (_weakref(var._node),)
 retain_in = func._retain_in
 retain_out = func._retain_out
@@ -108,7 +108,5 @@ def _record_versions(func: Any, sample: Any) -> None:
 #: ``linked(func, nodes, arrays, y, rank, xp)``: link ``func``, whose forward computed
 #: the one output ``y``, into the graph (see :data:`LINK`); return the output Variable.
 linked: Callable[..., Variable] = render(
-    "def linked(func, nodes, arrays, y, rank, xp):\n"
-    + textwrap.indent("shape = None\n" + LINK, "    "),
-    globals(),
+    "def linked(func, nodes, arrays, y, rank, xp):\n" + textwrap.indent(LINK, "    "), globals()
 )

@@ -210,11 +210,7 @@ class Variable(Data, Graph, Operators, Printing, NnablaInterface):
                 ValueError,
                 f"gradient shape {tuple(g.shape)} differs from data shape {tuple(shape)}",
             )
-        adapter = _backend.adapter_for(data)
-        if adapter is None:
-            gdev, dev = array_api_compat.device(g), array_api_compat.device(data)
-        else:
-            gdev, dev = adapter.get_device_of(g), adapter.get_device_of(data)
+        gdev, dev = array_api_compat.device(g), array_api_compat.device(data)
         # None: a device not known yet (JAX's tracers report none).
         if gdev != dev and gdev is not None and dev is not None:
             raise self._grad_error(
@@ -422,14 +418,9 @@ def warn_zerograd() -> None:
     )
 
 
-def _new_variable(
-    data: Any, requires_grad: bool, creator: Any, rank: int, shape: Any = None
-) -> Variable:
+def _new_variable(data: Any, requires_grad: bool, creator: Any, rank: int) -> Variable:
     # The constructor of FunctionNode.apply's hot path: no validation, no __init__.
-    # ``shape``: data's, where the caller knows it (an elementwise function of one
-    # array gives its input's: reading it costs a new tuple, and on torch 60 ns).
-    if shape is None:
-        shape = data.shape
+    shape = data.shape
     if not shape and data.__class__ in _numpy_scalars:
         # NumPy answers a 0-d result (of a reduction, a ufunc, an operator) with a
         # scalar: hold a 0-d array, as Chainer and the array API standard do. Every

@@ -33,10 +33,10 @@ class VariableNode(weakref.ref["Variable"]):
     True
     """
 
-    # A node is itself the weak reference to its Variable (one object fewer for every
-    # operation to make, and for the garbage collector to walk): ``node()`` is the
-    # Variable, or None once it is gone. ``_link`` replaces that reference where the
-    # node is given another Variable (see :attr:`_variable`).
+    # A node is itself the weak reference to the Variable it was made for (one object
+    # fewer for every operation to make, and for the garbage collector to walk).
+    # ``_link`` replaces that reference where an in-place operation gives the node
+    # another Variable: read the Variable through :attr:`_variable` (or get_variable).
     __slots__ = (
         "__weakref__",
         "_consumers",
@@ -86,6 +86,15 @@ class VariableNode(weakref.ref["Variable"]):
         # Weak references to the functions that take this node as an input
         # (note_consumer), for nnabla's Variable.function_references.
         self._consumers: list[weakref.ref[FunctionNode]] | None = None
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # copy.copy and copy.deepcopy make a node of the same Variable, as they did for
+        # a node that held a weak reference (which both take as it is); a weak
+        # reference cannot be pickled, and neither can a node.
+        state = {name: getattr(self, name) for name in self.__slots__ if hasattr(self, name)}
+        del state["__weakref__"]
+        var = self._variable()
+        return _node_of, (weakref.ref(_GONE if var is None else var),), (None, state)
 
     @property
     def _variable(self) -> Any:
@@ -195,3 +204,18 @@ class VariableNode(weakref.ref["Variable"]):
     def __repr__(self) -> str:
         name = f" {self.name}" if self.name else ""
         return f"<VariableNode{name} {self.label} rank={self.rank}>"
+
+
+class _Gone:
+    """The Variable of a copied node whose Variable is gone (it dies at once)."""
+
+
+_GONE = _Gone()
+
+
+def _node_of(ref: weakref.ref[Any]) -> VariableNode:
+    """A node whose weak reference is to ``ref``'s Variable (dead if it is gone)."""
+    target = ref()
+    if target is _GONE or target is None:
+        target = _Gone()  # dies when this function returns: a dead reference
+    return weakref.ref.__new__(VariableNode, target)

@@ -38,7 +38,8 @@ versions: dict[int, int] = {}
 #: the arrays nodes save: while ``versions`` is empty their nodes record nothing.
 uncounted: set[Any] = set()
 #: Namespaces of libraries that do (PyTorch), with that count (``Adapter.write_count``):
-#: their nodes always record, reading it where they link and where they run backward.
+#: their nodes always read it, where they link and where they run backward, and
+#: record it where it is not 0.
 counted: dict[Any, Callable[[Any], int | None]] = {}
 
 #: The source of the sum of the counts of the arrays of the tuple ``{0}`` through
@@ -51,7 +52,7 @@ COUNT_SUM = (
 )
 
 # type(array) -> the library's write count (None: it keeps none), else agnograd's
-# count of its memory. PyTorch's nodes all record, so this is a hot path.
+# count of its memory (the general path's reader: version_steps, check and record).
 _version_of: dict[type, Callable[[Any], int | None]] = {}
 
 
@@ -110,7 +111,7 @@ def _version(array: Any) -> int:
 
 def of(arrays: tuple[Any, ...]) -> tuple[int, ...]:
     """The current versions of ``arrays``: the library's count where it keeps one."""
-    # PyTorch's nodes all come here, with one or two arrays of one class: the count
+    # PyTorch's nodes that record come here, with one or two arrays of one class: the count
     # is read through the function found once for that class, without a frame per
     # array; anything else goes through _version.
     first = arrays[0]

@@ -267,14 +267,12 @@ Unary._row_backward = Unary.backward
 # and ``{y}`` read what the rule reads, ``{moved}`` whether a count is not 0.
 _UNARY_BACKWARD = """\
 def backward(self, indexes, grad_outputs):
+    if self._variables_in_backward or _written or self._saved_versions is not None:
+        return Unary.backward(self, indexes, grad_outputs)
     x = {x}
     y = {y}
-    if (
-        self._variables_in_backward
-        or _written
-        or self._saved_versions is not None
-        or ((count := _counted.get(self.xp)) is not None and ({moved}))
-    ):
+    count = _counted.get(self.xp)
+    if count is not None and ({moved}):
         return Unary.backward(self, indexes, grad_outputs)
     return (rule(self.xp, x, y, grad_outputs[0]),)
 """

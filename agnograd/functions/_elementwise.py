@@ -96,9 +96,20 @@ class WithScalar(FunctionNode):
     __slots__ = ("value",)
     symbol: str
     reflected = False
-    # The 0-d array that the forward took for ``value`` (agnograd.core._fast's
-    # specialise_operator), or None where it took the number.
+    # The 0-d array that the eager forward took for ``value`` (agnograd.core._fast's
+    # specialise_operator), or None where it took the number: see _times.
     _operand: Any = None
+
+    def _times(self, gy: Any) -> Any:
+        """What the backward multiplies ``gy`` by (or divides it by): the forward's
+        0-d array for ``value`` where it has ``gy``'s dtype (its own conjugate, the
+        number being real), else the number's conjugate (another run of the node,
+        say with float64 data after float32, may have kept another dtype's)."""
+        operand = self._operand
+        if operand is not None and operand.dtype is gy.dtype:
+            return operand
+        return self.value.conjugate()
+
     _gradients_fit = True  # elementwise, of one array
     _operator: Callable[[Any, Any], Any]
 
@@ -158,8 +169,8 @@ class MulConstant(WithScalar):
     symbol = "*"
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        operand = self._operand  # a real number's 0-d array: its own conjugate
-        return (grad_outputs[0] * (self.value.conjugate() if operand is None else operand),)
+        gy = grad_outputs[0]
+        return (gy * self._times(gy),)
 
 
 class Div(Operator):
@@ -180,8 +191,8 @@ class DivConstant(WithScalar):
     symbol = "/"
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        operand = self._operand
-        return (grad_outputs[0] / (self.value.conjugate() if operand is None else operand),)
+        gy = grad_outputs[0]
+        return (gy / self._times(gy),)
 
 
 class DivFromConstant(WithScalar):

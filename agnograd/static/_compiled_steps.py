@@ -211,7 +211,8 @@ def _forward_code(
     if not (saves and saves_in_node and (func._retain_in or func._retain_out)):
         return [line], True
     name = bind(func)
-    # No version to check: the plan runs only while no array was written in place.
+    # No version recorded (all 0): the plan runs only while no array was written in
+    # place, and on PyTorch its own version steps record and check (version_steps).
     lines = [line, f"{name}._saved_versions = None"]
     for attr, retained, slots in (
         ("_saved_inputs", func._retain_in, ins),
