@@ -105,7 +105,6 @@ if (
         n2 = x2._node
         if backprop and (n1.requires_grad or n2.requires_grad){differentiable}:
             {made}
-            {setup}
             nodes = (n1, n2)
             arrays = (a1, a2)
             rank = n1.rank if n1.rank > n2.rank else n2.rank
