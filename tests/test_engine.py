@@ -75,6 +75,26 @@ def test_broadcasting_inputs_get_gradients_of_their_own_shape(backend):
     backend.assert_close(vd.grad, np.full((1, 4), 6.0))
 
 
+def test_gradients_passed_on_unchanged_get_their_inputs_shape_and_dtype(backend):
+    # Add passes its gradient on as it is: the engine knows its shape and dtype from
+    # the output's node, unless a seed of another dtype came in (then it reads them).
+    low, high = backend.narrow_and_wide()
+    row = Variable(backend.asarray([1.0, 2.0, 3.0], dtype=low))
+    grid = Variable(backend.asarray(np.ones((2, 3)), dtype=high))
+    wide = Variable(backend.asarray([1.0, 2.0, 3.0], dtype=high))
+    y = (row + grid) + (wide + 1.0)  # row broadcast; a narrow and a wide input
+    y.backward()
+    assert row.grad.shape == (3,) and row.grad.dtype == backend.dtype(low)
+    backend.assert_close(row.grad, [2.0, 2.0, 2.0])
+    backend.assert_close(wide.grad, [2.0, 2.0, 2.0])
+    assert grid.grad.dtype == backend.dtype(high)
+    # A wide seed of a narrow result: each gradient passed on is cast to its input.
+    x = Variable(backend.asarray([1.0, 2.0], dtype=low))
+    agnograd.backward([(x + x) + 1.0], [backend.asarray([0.5, 0.25], dtype=high)])
+    assert x.grad.dtype == backend.dtype(low)
+    backend.assert_close(x.grad, [1.0, 0.5])
+
+
 def test_leaf_gradients_accumulate_across_backward_calls(backend):
     x = Variable(backend.asarray([1.0, 2.0]))
     F.sum(x * 3.0).backward()

@@ -79,7 +79,11 @@ def _run(
     # The class of the last gradient found right, and the namespace it was found for.
     checked_class: type = type(None)
     checked_xp: Any = None
+    # Every gradient in grads has its node's shape (the seeds are checked, the loop
+    # sums what it stores to it), and its dtype, unless a seed has another.
+    exact = True
     for node, gy in (*seeds, *target_seeds):
+        exact = exact and gy.dtype == node.dtype
         _add(grads, heap, order, relevant, node, gy)
     plain = targets is None and not retain_grad  # an output's gradient is just taken
     queued = next(order)  # how many nodes were queued: their order within a rank
@@ -93,11 +97,13 @@ def _run(
         outputs: Any = func.outputs  # set with the inputs
         gys: Any
         if plain and len(outputs) == 1:  # the common case (a node gone: no gradient)
-            gys = grads.pop(outputs[0](), None)
-            if gys is None:
+            out = outputs[0]()
+            gy = grads.pop(out, None)
+            if gy is None:
                 continue  # no gradient reached it
-            gys = (gys,)
+            gys = (gy,)
         else:
+            gy = None
             gys = _output_grads(func, grads, targets, collected, retain_grad)
             if gys is None:
                 continue  # none reached it, or it ran already (queued by two outputs)
@@ -148,26 +154,32 @@ def _run(
             if gx is None:
                 continue
             i = indexes[k]
-            raw = gx
-            if double:
-                if gx.__class__ is Variable:
-                    raw = gx._data
-                else:
-                    gx = Variable._new(gx, False)
-            elif gx.__class__ is Variable:
-                raw = gx = gx._data
-            if raw.__class__ is not checked_class or xp is not checked_xp:
-                _check_gradient(func, i, raw, xp)  # of another library, or no array
-                checked_class, checked_xp = raw.__class__, xp
+            if gx.__class__ is not checked_class or xp is not checked_xp:
+                # An array of a class not met yet, or a Variable (always in double backprop)
+                gx = _stored_form(func, i, gx, xp, double)
+                if not double:
+                    checked_class, checked_xp = gx.__class__, xp
             x = in_nodes[i]
             if x.moved:  # a leaf moved since the graph used it (to_device, to_chx)
+                gy = None  # (see below)
                 gx = _follow_data(x, gx)
-            if not fits and gx.shape != x.shape:  # a graph's nodes have a shape
+            # A gradient passed on (Add's) has out's shape, and its dtype where exact.
+            # (gy is held for this test alone: it is let go before anything is made,
+            # so that it is freed as soon as it was consumed, unless passed on.)
+            passed = gx is gy
+            if not fits and (out.shape if passed else gx.shape) != x.shape:
+                gy = None
                 gx = _sum_to(gx, x.shape, func, i)  # type: ignore[arg-type]
-            if gx.dtype is not x.dtype and gx.dtype != x.dtype:
+            if (
+                not (passed and exact and out.dtype is x.dtype)
+                and gx.dtype is not x.dtype
+                and gx.dtype != x.dtype
+            ):
+                gy = None
                 gx = _cast(gx, x.dtype)
             prev = grads.get(x)
             if prev is not None:
+                gy = None
                 grads[x] = prev + gx
                 continue
             # The first gradient of x: its creator is queued (as _add does, written
@@ -402,6 +414,16 @@ def _gradient_tuple(func: FunctionNode, gxs: Any) -> tuple[Any, ...]:
             "tuple with one gradient (an array, a Variable or None) per target input"
         )
     return tuple(gxs)
+
+
+def _stored_form(func: FunctionNode, index: int, gx: Any, xp: Any, double: bool) -> Any:
+    """The gradient ``gx`` of input ``index`` as the loop stores it: a Variable in
+    double backprop, else its array, which must be of ``xp`` (see _check_gradient)."""
+    raw = gx._data if gx.__class__ is Variable else gx
+    _check_gradient(func, index, raw, xp)
+    if not double:
+        return raw
+    return gx if gx.__class__ is Variable else Variable._new(gx, False)
 
 
 def _check_gradient(func: FunctionNode, index: int, gx: Any, xp: Any) -> None:

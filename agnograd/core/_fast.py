@@ -149,10 +149,12 @@ def _body(
     make: str = "func",
     setup: str = "pass",
     before: str = "pass",
+    keeps: tuple[tuple[int, ...], tuple[int, ...], int] | None = None,
 ) -> str:
     """``template`` filled in: for the node given as the argument ``func``, or, with
     ``make``, for a node class's own function that makes its node with ``make`` (the
-    class must check no types and be differentiable: see _own)."""
+    class must check no types and be differentiable: see _own), which ``keeps`` what
+    it keeps written in (see agnograd.core._link.link_source)."""
     given = make == "func"
     return template.format(
         compute=compute,
@@ -162,7 +164,7 @@ def _body(
         differentiable=" and func.differentiable" if given else "",
         before="func.xp = xp" if given else before.replace("\n", "\n" + " " * 8),
         made="pass" if given else f"func = {make}\n            func.xp = xp",
-        link=textwrap.indent(_link.LINK, " " * 12),
+        link=textwrap.indent(_link.link_source(keeps), " " * 12),
     )
 
 
@@ -194,10 +196,17 @@ def _own(
     """The body of the function of the node class ``node`` (made by ``make``), whose
     forward is ``compute`` (and ``parts``: ``setup``, ``before``, see _body): the
     class must check no types and be differentiable, which its function takes for
-    given."""
+    given, and its nodes keep what the class says (no ``__init__`` of it changes
+    that), which the function writes in."""
     assert not node._checks_types, node
     assert node.differentiable, node
-    return _body(template, compute, make, **parts)
+    for cls in node.__mro__:
+        init = vars(cls).get("__init__")
+        names = set(getattr(getattr(init, "__code__", None), "co_names", ()))
+        assert not names & {"_retain_in", "_retain_out", "retain_inputs", "retain_outputs"}, cls
+    inputs = 1 if template is _ONE else 2
+    keeps = (node._retain_in, node._retain_out, inputs)
+    return _body(template, compute, make, keeps=keeps, **parts)
 
 
 def specialise1(name: str, node: type[FunctionNode], expression: str, **names: Any) -> Any:

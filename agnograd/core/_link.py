@@ -1,9 +1,9 @@
 """How a node links into the graph the one output its forward computed.
 
-:data:`LINK` is the source of it; :func:`linked`, which ``FunctionNode.apply`` calls,
-is made of it (by :func:`render`), and the fast paths of agnograd's own nodes
-(``agnograd.core._fast``) have it in their bodies, where the call cost 5 % of an
-operation.
+:func:`link_source` writes the source of it; :func:`linked`, which
+``FunctionNode.apply`` calls, is made of it (by :func:`render`), and the fast paths of
+agnograd's own nodes (``agnograd.core._fast``) have it in their bodies, where the call
+cost 5 % of an operation, with what the node keeps written in where its class says.
 """
 
 from __future__ import annotations
@@ -26,15 +26,9 @@ _counted = _versions.counted
 
 _IN_ORDER = {n: tuple(range(n)) for n in range(1, 9)}
 
-#: How the node ``func`` links into the graph the one output ``y`` that its forward
-#: computed from ``arrays`` (of the input nodes ``nodes``, of namespace ``xp``, their
-#: largest rank ``rank``): its output Variable, and what it keeps for backward with
-#: their versions. It ends in ``return var``.
-LINK = """\
-func.rank = rank
-func.inputs = nodes
-var = _new_variable(y, True, func, rank + 1)
-func.outputs = (_weakref(var._node),)
+# What a node keeps for backward, and the versions of it, where the retained
+# indexes are read from the node (``{retain_in}``, ``{retain_out}``): see link_source.
+_KEEP = """\
 retain_in = func._retain_in
 retain_out = func._retain_out
 if retain_in or retain_out:
@@ -46,26 +40,84 @@ if retain_in or retain_out:
     if retain_out:
         kept_out = (y,) if retain_out == (0,) else tuple([(y,)[i] for i in retain_out])
         func._saved_outputs = kept_out
-    # The versions of what it keeps (agnograd.core._versions): for a library that
-    # counts writes itself (PyTorch) always, read here through its count, recorded
-    # only where one is not 0 (no record says that all were); elsewhere once some
-    # array was written in place.
-    count = _counted.get(xp)
-    if count is not None:
-        try:
-            moved = {sum_in} + {sum_out}
-        except TypeError:  # an array without a count
-            moved = 1
-        if moved:
-            _record_versions(func, arrays[0])
-    elif _written or xp not in _uncounted:
+{versions}"""
+
+# The versions of what it keeps (agnograd.core._versions): for a library that counts
+# writes itself (PyTorch) always, read here through its count, recorded only where one
+# is not 0 (no record says that all were); elsewhere once some array was written in
+# place. ``{moved}`` is the sum of the counts.
+_VERSIONS = """\
+count = _counted.get(xp)
+if count is not None:
+    try:
+        moved = {moved}
+    except TypeError:  # an array without a count
+        moved = 1
+    if moved:
         _record_versions(func, arrays[0])
-if _graph_writes:
-    _versions.note_outputs((var,))
-return var
-""".format(
-    sum_in=_versions.COUNT_SUM.format("kept_in"), sum_out=_versions.COUNT_SUM.format("kept_out")
-)
+elif _written or xp not in _uncounted:
+    _record_versions(func, arrays[0])
+"""
+
+
+def link_source(keeps: tuple[tuple[int, ...], tuple[int, ...], int] | None = None) -> str:
+    """The source of how the node ``func`` links into the graph the one output ``y``
+    that its forward computed from ``arrays`` (of the input nodes ``nodes``, of
+    namespace ``xp``, their largest rank ``rank``): its output Variable, and what it
+    keeps for backward with their versions. It ends in ``return var``.
+
+    With ``keeps``, ``(retain_in, retain_out, n)`` of a node class of ``n`` inputs
+    whose nodes keep what the class says, what it keeps is written in, else read
+    from the node.
+
+    Examples
+    --------
+    >>> from agnograd.core._link import link_source
+    >>> print(link_source(((0,), (), 1)).splitlines()[4])
+    func._saved_inputs = arrays
+    """
+    if keeps is None:
+        keep = _KEEP.format(
+            versions=textwrap.indent(
+                _VERSIONS.format(
+                    moved="{} + {}".format(
+                        _versions.COUNT_SUM.format("kept_in"),
+                        _versions.COUNT_SUM.format("kept_out"),
+                    )
+                ),
+                "    ",
+            )
+        )
+    else:
+        retain_in, retain_out, n = keeps
+        assert retain_out in ((), (0,)), retain_out  # one output
+        lines, kept = [], []
+        if retain_in:
+            named = [f"arrays[{i}]" for i in retain_in]
+            every = retain_in == tuple(range(n))  # no new tuple
+            lines.append(
+                "func._saved_inputs = " + ("arrays" if every else f"({', '.join(named)},)")
+            )
+            kept += named
+        if retain_out:
+            lines.append("func._saved_outputs = (y,)")
+            kept.append("y")
+        moved = " + ".join(f"count({a})" for a in kept)
+        keep = "\n".join(lines) + "\n" + _VERSIONS.format(moved=moved) if kept else ""
+    return (
+        "func.rank = rank\n"
+        "func.inputs = nodes\n"
+        "var = _new_variable(y, True, func, rank + 1)\n"
+        "func.outputs = (_weakref(var._node),)\n"
+        f"{keep}"
+        "if _graph_writes:\n"
+        "    _versions.note_outputs((var,))\n"
+        "return var\n"
+    )
+
+
+#: :func:`link_source` for any node: what it keeps is read from it.
+LINK = link_source()
 
 #: The names that :data:`LINK` reads besides its arguments: this module's.
 LINK_NAMES = (
