@@ -1,8 +1,9 @@
 """The backward loop over the graph of FunctionNodes.
 
-Function nodes are popped from a heap by rank, so each one runs after every
-consumer of its outputs; gradients live in a dict keyed by VariableNode and are
-dropped the moment their node's creator consumes them.
+Function nodes run highest rank first, so each one runs after every consumer of
+its outputs: they wait in a heap by rank, except the next node of a chain, which
+runs at once where nothing in the heap outranks it. Gradients live in a dict keyed
+by VariableNode and are dropped the moment their node's creator consumes them.
 """
 
 from __future__ import annotations
@@ -89,8 +90,20 @@ def _run(
     queued = next(order)  # how many nodes were queued: their order within a rank
     pop = heapq.heappop
     push = heapq.heappush
-    while heap:
-        func = pop(heap)[2]
+    # The first creator queued by the node that ran last (a chain's next node): it
+    # runs next without the heap unless a node in the heap outranks it.
+    after: FunctionNode | None = None
+    while True:
+        if after is not None:
+            func = after
+            after = None
+            if heap and -heap[0][0] > func.rank:
+                queued += 1
+                func = heapq.heappushpop(heap, (-func.rank, queued, func))[2]
+        elif heap:
+            func = pop(heap)[2]
+        else:
+            break
         in_nodes = func.inputs
         if in_nodes is None:
             raise RuntimeError(f"backward reached {func.label}, which was unchained")
@@ -187,8 +200,11 @@ def _run(
             grads[x] = gx
             creator = x.creator_node
             if creator is not None and (relevant is None or creator in relevant):
-                queued += 1
-                push(heap, (-creator.rank, queued, creator))
+                if after is None:
+                    after = creator
+                else:
+                    queued += 1
+                    push(heap, (-creator.rank, queued, creator))
         del gxs
     if targets is not None:
         collected.update((node, g) for node, g in grads.items() if node in targets)
