@@ -26,8 +26,8 @@ _counted = _versions.counted
 
 _IN_ORDER = {n: tuple(range(n)) for n in range(1, 9)}
 
-# What a node keeps for backward, and the versions of it, where the retained
-# indexes are read from the node (``{retain_in}``, ``{retain_out}``): see link_source.
+# What a node keeps for backward, and their versions, for any node: the indexes of
+# what it keeps are read from it (see link_source).
 _KEEP = """\
 retain_in = func._retain_in
 retain_out = func._retain_out
