@@ -76,8 +76,6 @@ def test_broadcasting_inputs_get_gradients_of_their_own_shape(backend):
 
 
 def test_gradients_passed_on_unchanged_get_their_inputs_shape_and_dtype(backend):
-    # Add passes its gradient on as it is: the engine knows its shape and dtype from
-    # the output's node, unless a seed of another dtype came in (then it reads them).
     low, high = backend.narrow_and_wide()
     row = Variable(backend.asarray([1.0, 2.0, 3.0], dtype=low))
     grid = Variable(backend.asarray(np.ones((2, 3)), dtype=high))
@@ -94,6 +92,37 @@ def test_gradients_passed_on_unchanged_get_their_inputs_shape_and_dtype(backend)
     agnograd.backward([(x + x) + 1.0], [backend.asarray([0.5, 0.25], dtype=high)])
     assert x.grad.dtype == backend.dtype(low)
     backend.assert_close(x.grad, [1.0, 0.5])
+
+
+def test_nodes_of_one_rank_run_in_the_order_they_were_queued(backend):
+    # Which gradients are summed first follows that order; compiled plans copy it,
+    # so a graph gives the same bits before and after it is compiled. Here the
+    # first-queued order sums 1 + 0 first and keeps the 1 that 1e8 - 1e8 cancels.
+    x = Variable(backend.asarray([1.0], dtype="float32"))
+    u, v, w, z = x * 1.0, x * 0.0, x * -1e8, x * 1e8
+    s = ((u + v) + w) + z
+    ran = []
+
+    class Order(agnograd.FunctionHook):
+        name = "Order"
+
+        def backward_preprocess(self, function, in_nodes, out_grad):
+            ran.append(function)
+
+    with Order():
+        s.backward()
+    backend.assert_close(x.grad, [1.0], rtol=0, atol=0)
+    # The products, all of rank 1, queued as the sums reached them: z, w, u, v.
+    products = [y.creator_node for y in (z, w, u, v)]
+    assert [f for f in ran if f in products] == products
+
+
+def test_an_output_reshaped_in_place_after_the_forward_gets_gradients_summed_to_shape():
+    x = Variable(np.array([1.0, 2.0, 3.0]))
+    z = x + x
+    z.array.shape = (1, 3)  # the node still says (3,): the gradient's own shape counts
+    z.backward()
+    np.testing.assert_array_equal(x.grad, [2.0, 2.0, 2.0])
 
 
 def test_leaf_gradients_accumulate_across_backward_calls(backend):

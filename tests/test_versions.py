@@ -126,6 +126,26 @@ def test_writes_behind_agnograds_back_are_caught_where_the_library_counts(where)
 
 
 @pytest.mark.parametrize(
+    ("f", "df"),
+    [(F.sin, np.cos), (lambda v: v**2, lambda t: 2 * t), (lambda v: v * v, lambda t: 2 * t)],
+)
+def test_a_tensor_without_a_write_count_written_by_agnograd_before_the_forward(f, df):
+    # An inference tensor keeps no count (_version raises): a node that keeps it
+    # records agnograd's own count of its writes, as for a library without one.
+    torch = pytest.importorskip("torch")
+    F.sin(Variable(torch.ones(1)))  # torch's namespace known to count writes
+    with torch.inference_mode():
+        t = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)
+    x = Variable(t)
+    with torch.inference_mode(), agnograd.no_backprop_mode():
+        x[0] = 0.25
+    y = f(x)
+    assert y.creator_node._saved_versions is not None
+    F.sum(y).backward()
+    np.testing.assert_allclose(x.grad.numpy(), df(np.array([0.25, 1.0, 2.0])))
+
+
+@pytest.mark.parametrize(
     ("name", "kept"),
     [
         ("tanh", "output"),

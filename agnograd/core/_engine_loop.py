@@ -1,9 +1,11 @@
 """The backward loop over the graph of FunctionNodes.
 
 Function nodes run highest rank first, so each one runs after every consumer of
-its outputs: they wait in a heap by rank, except the next node of a chain, which
-runs at once where nothing in the heap outranks it. Gradients live in a dict keyed
-by VariableNode and are dropped the moment their node's creator consumes them.
+its outputs, and nodes of one rank in the order they were queued (the order in
+which gradients are summed, which compiled plans copy). They wait in a heap, except
+the next node of a chain, which runs at once where nothing in the heap comes before
+it. Gradients live in a dict keyed by VariableNode and are dropped the moment their
+node's creator consumes them.
 """
 
 from __future__ import annotations
@@ -80,26 +82,23 @@ def _run(
     # The class of the last gradient found right, and the namespace it was found for.
     checked_class: type = type(None)
     checked_xp: Any = None
-    # Every gradient in grads has its node's shape (the seeds are checked, the loop
-    # sums what it stores to it), and its dtype, unless a seed has another.
-    exact = True
     for node, gy in (*seeds, *target_seeds):
-        exact = exact and gy.dtype == node.dtype
         _add(grads, heap, order, relevant, node, gy)
     plain = targets is None and not retain_grad  # an output's gradient is just taken
     queued = next(order)  # how many nodes were queued: their order within a rank
     pop = heapq.heappop
     push = heapq.heappush
-    # The first creator queued by the node that ran last (a chain's next node): it
-    # runs next without the heap unless a node in the heap outranks it.
+    # The first creator queued by the node that ran last (a chain's next node), and
+    # its order: it runs next without the heap where no node in the heap comes first
+    # (of a higher rank, or of its rank and queued before it), as the heap would.
     after: FunctionNode | None = None
+    after_queued = 0
     while True:
         if after is not None:
             func = after
             after = None
-            if heap and -heap[0][0] > func.rank:
-                queued += 1
-                func = heapq.heappushpop(heap, (-func.rank, queued, func))[2]
+            if heap and -heap[0][0] >= func.rank:
+                func = heapq.heappushpop(heap, (-func.rank, after_queued, func))[2]
         elif heap:
             func = pop(heap)[2]
         else:
@@ -110,13 +109,11 @@ def _run(
         outputs: Any = func.outputs  # set with the inputs
         gys: Any
         if plain and len(outputs) == 1:  # the common case (a node gone: no gradient)
-            out = outputs[0]()
-            gy = grads.pop(out, None)
-            if gy is None:
+            gys = grads.pop(outputs[0](), None)
+            if gys is None:
                 continue  # no gradient reached it
-            gys = (gy,)
+            gys = (gys,)
         else:
-            gy = None
             gys = _output_grads(func, grads, targets, collected, retain_grad)
             if gys is None:
                 continue  # none reached it, or it ran already (queued by two outputs)
@@ -174,25 +171,13 @@ def _run(
                     checked_class, checked_xp = gx.__class__, xp
             x = in_nodes[i]
             if x.moved:  # a leaf moved since the graph used it (to_device, to_chx)
-                gy = None  # (see below)
                 gx = _follow_data(x, gx)
-            # A gradient passed on (Add's) has out's shape, and its dtype where exact.
-            # (gy is held for this test alone: it is let go before anything is made,
-            # so that it is freed as soon as it was consumed, unless passed on.)
-            passed = gx is gy
-            if not fits and (out.shape if passed else gx.shape) != x.shape:
-                gy = None
+            if not fits and gx.shape != x.shape:  # a graph's nodes have a shape
                 gx = _sum_to(gx, x.shape, func, i)  # type: ignore[arg-type]
-            if (
-                not (passed and exact and out.dtype is x.dtype)
-                and gx.dtype is not x.dtype
-                and gx.dtype != x.dtype
-            ):
-                gy = None
+            if gx.dtype is not x.dtype and gx.dtype != x.dtype:
                 gx = _cast(gx, x.dtype)
             prev = grads.get(x)
             if prev is not None:
-                gy = None
                 grads[x] = prev + gx
                 continue
             # The first gradient of x: its creator is queued (as _add does, written
@@ -200,10 +185,11 @@ def _run(
             grads[x] = gx
             creator = x.creator_node
             if creator is not None and (relevant is None or creator in relevant):
+                queued += 1
                 if after is None:
                     after = creator
+                    after_queued = queued
                 else:
-                    queued += 1
                     push(heap, (-creator.rank, queued, creator))
         del gxs
     if targets is not None:

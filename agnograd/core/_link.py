@@ -102,7 +102,8 @@ def link_source(keeps: tuple[tuple[int, ...], tuple[int, ...], int] | None = Non
         if retain_out:
             lines.append("func._saved_outputs = (y,)")
             kept.append("y")
-        moved = " + ".join(f"count({a})" for a in kept)
+        # (+ 0: a count of None, an array without one, raises TypeError as a sum does)
+        moved = " + ".join(f"count({a})" for a in kept) + (" + 0" if len(kept) == 1 else "")
         keep = "\n".join(lines) + "\n" + _VERSIONS.format(moved=moved) if kept else ""
     return (
         "func.rank = rank\n"
