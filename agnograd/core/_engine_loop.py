@@ -88,6 +88,7 @@ def _run(
     queued = next(order)  # how many nodes were queued: their order within a rank
     pop = heapq.heappop
     push = heapq.heappush
+    pushpop = heapq.heappushpop
     # The first creator queued by the node that ran last (a chain's next node), and
     # its order: it runs next without the heap where no node in the heap comes first
     # (of a higher rank, or of its rank and queued before it), as the heap would.
@@ -98,7 +99,7 @@ def _run(
             func = after
             after = None
             if heap and -heap[0][0] >= func.rank:
-                func = heapq.heappushpop(heap, (-func.rank, after_queued, func))[2]
+                func = pushpop(heap, (-func.rank, after_queued, func))[2]
         elif heap:
             func = pop(heap)[2]
         else:
