@@ -891,3 +891,43 @@ def test_value_and_grad_of_a_position_named_twice_and_of_a_namedtuple() -> None:
     assert isinstance(grad, P)
     np.testing.assert_array_equal(grad.a, [3.0, 4.0])
     np.testing.assert_array_equal(grad.b, [1.0, 2.0])
+
+
+def _write_first(a: Any, value: float) -> None:
+    """``a[0, ..., 0] = value``, on any of LIBS' arrays."""
+    a[(0,) * a.ndim] = value
+
+
+@pytest.mark.parametrize("lib", LIBS)
+@pytest.mark.parametrize(
+    ("loss", "shape"),
+    [
+        (lambda a, b: F.sum(a) + F.sum(b), (3,)),  # a broadcast view of the seed each
+        (lambda a, b: F.sum((a + b)[:2]), (3,)),  # one gradient for both arguments
+        (lambda a, b: F.sum(F.reshape(a, (3,)) + b), (1, 3)),  # a view of the other's
+    ],
+    ids=["sums", "add", "reshape"],
+)
+def test_value_and_grad_gives_writable_arrays_of_their_own(
+    lib: str, loss: Any, shape: tuple[int, ...]
+) -> None:
+    """As x.grad: writing into one gradient changes that element of it alone, on
+    NumPy (read-only broadcast views), torch (expanded tensors, which write every
+    element) and array-api-strict; and under agnograd.jit, whose plan would hand the
+    same memory to every call."""
+    a, b = to_lib(lib, np.ones(shape)), to_lib(lib, np.ones(3))
+    step = value_and_grad(loss, argnums=(0, 1))
+    jitted = agnograd.jit(step)
+    for call in (step, jitted, jitted):
+        _, (ga, gb) = call(a, b)
+        want_a, want_b = as_np(ga).copy(), as_np(gb).copy()
+        _write_first(gb, 7.0)
+        _write_first(ga, 5.0)
+        want_a.reshape(-1)[0], want_b[0] = 5.0, 7.0
+        np.testing.assert_array_equal(as_np(gb), want_b)
+        np.testing.assert_array_equal(as_np(ga), want_a)
+    _, (ga, gb) = step(a, b)
+    want_a, want_b = as_np(ga), as_np(gb)
+    _, (ga, gb) = jitted(a, b)  # the writes above reached no later call
+    np.testing.assert_array_equal(as_np(ga), want_a)
+    np.testing.assert_array_equal(as_np(gb), want_b)

@@ -72,7 +72,11 @@ def same(got: Any, want: Any, back: Callable[[Any], np.ndarray] = np.asarray) ->
         assert got == want
     else:
         assert type(got) is type(want)
-        np.testing.assert_array_equal(back(got), back(want), strict=True)
+        g, w = back(got), back(want)
+        np.testing.assert_array_equal(g, w, strict=True)
+        if g.dtype.kind in "fc":  # the signs of zeros (and of NaNs) too
+            for part in (np.real, np.imag):
+                np.testing.assert_array_equal(np.signbit(part(g)), np.signbit(part(w)))
 
 
 def eager(fun: Callable[..., Any], *arrays: Any) -> Any:
@@ -264,6 +268,96 @@ def test_static_argnums() -> None:
     same(negative(x, 2, 1.0), x**2)
 
 
+# Python numbers of every kind: each its own signature, by type and exact value.
+NAN = float("nan")
+NUMBERS = [0, 1, -2, True, False, 0.0, -0.0, 1.0, 2.5, NAN, -NAN, float("inf"), -float("inf")]
+NUMBERS += [0j, complex(0.0, -0.0), complex(-0.0, 0.0), complex(-0.0, -0.0), 1.5 - 2j]
+NUMBERS += [complex(NAN, 0.0), complex(0.0, NAN)]
+# Operations of an array and a number, each written as users write it.
+NUMBER_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "divide": lambda x, s: x / s,
+    "rdivide": lambda x, s: s / (x - 0.5),
+    "multiply": lambda x, s: x * s,
+    "rmultiply": lambda x, s: s * x,
+    "subtract": lambda x, s: x - s,
+    "rsubtract": lambda x, s: s - x,
+    "add": lambda x, s: x + s,
+    "power": lambda x, s: x**s,
+    "maximum": lambda x, s: agnograd.namespace(x).maximum(x, s),
+}
+
+
+def eager_or_error(fun: Callable[..., Any], *args: Any) -> Any:
+    """What ``fun`` gives eagerly on a Variable of ``args[0]``: its array, or the
+    type of what it raises."""
+    try:
+        return eager(fun, *args[:1]) if len(args) == 1 else fun(Variable(args[0]), *args[1:]).array
+    except Exception as error:
+        return type(error)
+
+
+def check_call(jitted: Callable[..., Any], want: Any, back: Any, *args: Any) -> None:
+    if isinstance(want, type):
+        with pytest.raises(want):
+            jitted(*args)
+    else:
+        same(jitted(*args), want, back)
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["argument", "static"])
+def test_python_numbers_key_by_type_and_exact_value(conv: Conv, static: bool) -> None:
+    """``x / 0.0`` then ``x / -0.0`` (NaN, 1 and 1.0, 0j and -0j, True and 1): a plan
+    each, each giving eager's answer; the same number again reuses its plan (NaN
+    included, which equals nothing)."""
+    to, back = conv
+    x = to(np.array([1.0, -1.0, 0.0, 2.0]))
+    for name, op in NUMBER_OPS.items():
+        jitted = agnograd.jit(op, static_argnums=(1,) if static else (), cache_size=64)
+        with np.errstate(all="ignore"):
+            for s in NUMBERS + NUMBERS[::-1]:
+                check_call(jitted, eager_or_error(op, x, s), back, x, s)
+        assert jitted.cache_info().misses <= len(NUMBERS), name  # NaN found its plan
+    tupled = agnograd.jit(lambda x, s: x / s[0], static_argnums=1)
+    with np.errstate(all="ignore"):
+        for s in (0.0, -0.0, 0.0):
+            same(tupled(x, (s,)), eager_or_error(lambda v, s: v / s, x, s), back)
+    assert tupled.cache_info()[:2] == (1, 2)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    name=st.sampled_from(sorted(NUMBER_OPS)),
+    static=st.booleans(),
+    numbers=st.lists(
+        st.one_of(
+            st.sampled_from(NUMBERS),
+            st.integers(-3, 3),
+            st.floats(width=32),
+            st.complex_numbers(width=64),
+        ),
+        min_size=2,
+        max_size=8,
+    ),
+)
+def test_python_numbers_as_operands_equal_eager(
+    conv: Conv, name: str, static: bool, numbers: list[Any]
+) -> None:
+    """One jitted function called with a run of Python numbers of every kind (signed
+    zeros, NaN, infinities, bool, int, float, complex), as an argument or a static
+    one: each call gives eager's answer bit for bit, or raises what eager raises."""
+    to, back = conv
+    op = NUMBER_OPS[name]
+    x = to(np.array([1.0, -1.0, 0.0, 2.0]))
+    jitted = agnograd.jit(op, static_argnums=(1,) if static else (), max_traces=64)
+    with np.errstate(all="ignore"):
+        for s in numbers:
+            check_call(jitted, eager_or_error(op, x, s), back, x, s)
+
+
 def test_static_argument_must_be_hashable() -> None:
     jitted = agnograd.jit(lambda x, axes: F.sum(x, axis=tuple(axes)), static_argnums=1)
     with pytest.raises(TypeError, match=r"jit\(<lambda>\): static argument 1 is a list, which"):
@@ -329,6 +423,33 @@ def test_closed_over_variable_is_read_at_each_call() -> None:
     got = jitted(x)[0]
     same(got, np.ones(2) * np.array([1.0, 2.0], np.float32))
     assert jitted.cache_info().misses == 3
+
+
+def test_each_call_gets_results_of_its_own(conv: Conv) -> None:
+    """Results that the plan does not compute from the arguments (a creation
+    function's result, a view of one, a raw array made while tracing, a
+    closed-over Variable's data) are copies: a caller who writes into one result
+    changes no later call's. An argument returned is still the argument."""
+    to, back = conv
+    w = Variable(to(np.array([1.0, 2.0])))
+
+    def f(x: Any) -> Any:
+        xp = agnograd.namespace(x)
+        zeros = xp.zeros(3, dtype=xp.float64)
+        made = to(np.full(2, 4.0))  # a raw array of the library, made while tracing
+        return x * 2.0, zeros, zeros[1:], made, w, x
+
+    jitted = agnograd.jit(f)
+    x = to(np.array([1.0, -1.0]))
+    want = (np.array([2.0, -2.0]), np.zeros(3), np.zeros(2), np.full(2, 4.0), [1.0, 2.0])
+    for _ in range(3):
+        got = jitted(x)
+        assert got[-1] is x
+        for g, expected in zip(got[:-1], want, strict=True):
+            np.testing.assert_array_equal(back(g), expected)
+            g[0] = 9.0
+    np.testing.assert_array_equal(back(w.array), [1.0, 2.0])
+    assert jitted.cache_info()[:2] == (2, 1)
 
 
 def test_closed_over_raw_array_is_a_constant() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import math
+from collections.abc import Collection
 from typing import Any, TypeAlias, cast
 
 import array_api_compat
@@ -425,6 +426,40 @@ def writable(array: Any) -> Any:
     if adapter is None or adapter.writable is None or adapter.writable(array):
         return array
     return raw_namespace(array).asarray(array, copy=True)
+
+
+def owned(arrays: list[Any], held: Collection[int] = ()) -> list[Any]:
+    """``arrays`` as arrays of the caller's own, copied where their library writes in
+    place and one is not: it shares memory with an array before it (a gradient
+    given to two arguments) or with ``held`` (ids of memory kept elsewhere, such as
+    a plan's constants), or it cannot be written element by element (a broadcast
+    view, as the gradient of a sum is). Immutable arrays (JAX, Dask) stay as they
+    are. Replaces the copied ones in ``arrays``, and returns it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from agnograd.backends._backend import owned
+    >>> a = np.ones(3)
+    >>> b, c, d = owned([a, a[1:], np.broadcast_to(a[:1], (3,))])
+    >>> b is a, np.shares_memory(b, c), d.flags.writeable
+    (True, False, True)
+    """
+    seen: set[int] = set()
+    for i, a in enumerate(arrays):
+        adapter = adapter_for(a)
+        if adapter is None or adapter.memory is None:  # immutable, or not an array
+            continue
+        memory = id(adapter.memory(a))
+        if (
+            memory in held
+            or memory in seen
+            or not (adapter.writable is None or adapter.writable(a))
+        ):
+            arrays[i] = raw_namespace(a).asarray(a, copy=True)  # shares nothing
+        else:
+            seen.add(memory)
+    return arrays
 
 
 def scatter_add_flat(dst: Any, positions: Any, values: Any) -> Any:

@@ -22,9 +22,11 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from agnograd.backends._backend import owned
 from agnograd.core._engine_loop import GradientNeedsDataError
 from agnograd.core._variable import Variable, clear_node_data
 from agnograd.core._variable_node import VariableNode
+from agnograd.core._versions import memory_of
 from agnograd.static._compiled import CLEAR, CompiledGraph
 from agnograd.static._compiled_jax import outputs_program
 from agnograd.static._jit_trace import (
@@ -32,6 +34,7 @@ from agnograd.static._jit_trace import (
     arrays_of,
     config_key,
     eager,
+    exact_key,
     flatten,
     results,
     spec,
@@ -201,7 +204,7 @@ class Jitted:
                         "not hashable; static arguments key the traces by value: pass a "
                         "hashable one (a tuple for a list)"
                     ) from None
-                parts.append((a.__class__, a))
+                parts.append(exact_key(a))
             else:
                 parts.append(flatten(a, leaves, name, f"argument {i}"))
         names = sorted(kwargs) if kwargs else ()
@@ -301,7 +304,7 @@ _STALE = object()
 class _Entry:
     """One signature's plan and how to read its results."""
 
-    __slots__ = ("eager_because", "fun", "inputs", "outputs", "plan", "program", "tree")
+    __slots__ = ("eager_because", "fun", "held", "inputs", "outputs", "plan", "program", "tree")
 
     def __init__(
         self, fun: Callable[..., Any], traced: Trace | None, eager_because: str | None
@@ -314,6 +317,9 @@ class _Entry:
         self.inputs: list[VariableNode | None] = []
         self.outputs: list[Variable] = []
         self.tree: Any = None
+        #: ids of the memory of the arrays the plan holds (made while tracing): an
+        #: output that is a view of one is copied, or every call would share it.
+        self.held: frozenset[int] = frozenset()
         if traced is None:
             return
         self.inputs, self.outputs, self.tree = traced.inputs, traced.outputs, traced.tree
@@ -321,6 +327,13 @@ class _Entry:
             # The outputs alone: no backward, nothing kept for one.
             self.plan = CompiledGraph(self.outputs, keep=CLEAR)
             self.program = outputs_program(self.plan)
+            fed = set(self.inputs)
+            # A leaf whose Variable is gone was made by the trace (a closed-over
+            # Variable lives on): its array is the plan's, for good; so is a
+            # Variable's that fun returned (one it made, or closed over).
+            held = [n._data for n in self.plan._leaves if n not in fed and n._variable() is None]
+            held += [v._data for v in traced.returned]
+            self.held = frozenset([id(memory_of(a)) for a in held if a is not None])
         for node in self.inputs:  # each call feeds its own arrays
             if node is not None:
                 node._data = None
@@ -359,7 +372,7 @@ class _Entry:
             for node in inputs:
                 if node is not None:
                     node._data = None
-        return results(self.tree, values, arrays)
+        return results(self.tree, owned(values, self.held), arrays)
 
     def _run_program(self, plan: CompiledGraph) -> list[Any] | None:
         """The plan's forward as one XLA program; None after a failed trace (the plan

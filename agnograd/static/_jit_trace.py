@@ -23,14 +23,16 @@ graph that the plan runs forward.
 from __future__ import annotations
 
 import linecache
+import numbers
 import os
+import struct
 import traceback
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from agnograd.backends._abstract import DataDependentError
-from agnograd.backends._backend import is_array
+from agnograd.backends._backend import adapter_for, is_array, raw_namespace
 from agnograd.core import _config
 from agnograd.core._config import MODE, eager_recording, graph_mode, using_config
 from agnograd.core._variable import Variable
@@ -39,8 +41,10 @@ from agnograd.functions import identity
 
 #: The marker of an array in a flattened structure.
 _LEAF = "*"
-# Values that stand in a structure as themselves, keyed by value.
+# Values that stand in a structure as themselves, keyed by value (exact_key).
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
+#: Marks a number stored in a structure by its bytes (see :func:`exact_key`).
+_BITS = "bits"
 # agnograd's own directory: its frames are not the user's code.
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _STDLIB = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
@@ -92,7 +96,7 @@ def flatten(tree: Any, leaves: list[Any], name: str, where: str) -> Any:
         leaves.append(tree)
         return _LEAF
     if cls in _PLAIN:
-        return (cls, tree)
+        return exact_key(tree)
     if isinstance(tree, tuple) and hasattr(tree, "_fields"):  # a namedtuple
         return (cls, *[flatten(t, leaves, name, f"{where}[{i}]") for i, t in enumerate(tree)])
     if isinstance(tree, Variable):  # a subclass (Parameter)
@@ -123,9 +127,55 @@ def unflatten(tree: Any, leaves: Iterator[Any]) -> Any:
     if cls is dict:
         return {k: unflatten(t, leaves) for k, t in tree[1:]}
     if cls in _PLAIN:
-        return tree[1]
+        if len(tree) == 2:
+            return tree[1]
+        parts = struct.unpack("<dd" if cls is complex else "<d", tree[2])
+        return cls(*parts)
     items = [unflatten(t, leaves) for t in tree[1:]]
     return cls(*items) if hasattr(cls, "_fields") else cls(items)
+
+
+def exact_key(value: Any) -> Any:
+    """``value`` as it keys a trace: keys equal only for values that compute alike.
+
+    ``==`` finds ``0.0`` equal to ``-0.0`` (``1 / x`` tells them apart), ``1`` to
+    ``1.0`` and ``True`` (which promote differently), and NaN equal to nothing, not
+    even itself. So a key holds the value's type, and a floating number that is a
+    zero or NaN (a complex one with such a part) is held by its bytes, each under
+    :data:`_BITS`; tuples (namedtuples) and frozensets by their items' keys. A plain
+    value's key ``(type, value)`` or ``(type, _BITS, bytes)`` is also its place in a
+    structure (:func:`unflatten` reads it back).
+
+    Examples
+    --------
+    >>> from agnograd.static._jit_trace import exact_key
+    >>> exact_key(0.0) == exact_key(-0.0), exact_key(1) == exact_key(1.0)
+    (False, False)
+    >>> exact_key(float("nan")) == exact_key(float("nan")), exact_key((2.5, "a"))
+    (True, (<class 'tuple'>, (<class 'float'>, 2.5), (<class 'str'>, 'a')))
+    """
+    cls = value.__class__
+    if cls is float or cls is complex:
+        return _number_key(value, cls)
+    if cls in _PLAIN:
+        return (cls, value)
+    if isinstance(value, tuple):
+        return (cls, *[exact_key(v) for v in value])
+    if isinstance(value, frozenset):
+        return (cls, frozenset([exact_key(v) for v in value]))
+    if isinstance(value, numbers.Complex) and not isinstance(value, numbers.Integral):
+        return _number_key(value, cls)  # a NumPy scalar passed as a static argument
+    return (cls, value)
+
+
+def _number_key(value: Any, cls: type) -> Any:
+    if isinstance(value, numbers.Real):
+        if value and value == value:
+            return (cls, value)
+        return (cls, _BITS, struct.pack("<d", value))
+    if value.real and value.imag and value == value:
+        return (cls, value)
+    return (cls, _BITS, struct.pack("<dd", value.real, value.imag))
 
 
 def spec(a: Any) -> tuple[Any, ...]:
@@ -149,7 +199,7 @@ def config_key() -> tuple[Any, ...]:
         value = entry.get(unset)
         if value is not unset:  # an entry set in another thread only, or deleted
             plain = value.__class__ in _PLAIN
-            values.append((name, value if plain else (value.__class__, id(value))))
+            values.append((name, exact_key(value) if plain else (value.__class__, id(value))))
     return tuple(values)
 
 
@@ -164,7 +214,13 @@ class Trace:
     """One trace of ``fun``: the graph's outputs and inputs, and the structure of
     what ``fun`` returned."""
 
-    def __init__(self, outputs: list[Variable], inputs: list[VariableNode | None], tree: Any):
+    def __init__(
+        self,
+        outputs: list[Variable],
+        inputs: list[VariableNode | None],
+        tree: Any,
+        returned: list[Variable],
+    ):
         #: The Variables the plan computes; their graph's inputs include ``inputs``.
         self.outputs = outputs
         #: Per array argument, the node it feeds (the graph's input where used).
@@ -172,6 +228,8 @@ class Trace:
         #: What ``fun`` returned, with ``("output", i)``, ``("input", k)`` or
         #: ``("variable", v)`` where a Variable stood.
         self.tree = tree
+        #: The Variables of the ``("variable", v)`` entries, which hold data.
+        self.returned = returned
 
 
 def trace(
@@ -211,28 +269,34 @@ def trace(
             raise
     index = {id(t): k for k, t in enumerate(traced)}
     outputs: list[Variable] = []
-    tree = _outputs(result, index, outputs, {})
+    returned: list[Variable] = []
+    tree = _outputs(result, index, outputs, {}, returned)
     nodes: list[VariableNode | None] = []
     for t, a in zip(traced, arrays, strict=True):
         t.unchain()  # the graph's input from now on, fed by each call
         node = t._node
         node._data = a
         nodes.append(node)
-    return Trace(outputs, nodes, tree)
+    return Trace(outputs, nodes, tree, returned)
 
 
 def _outputs(
-    result: Any, inputs: dict[int, int], outputs: list[Variable], seen: dict[int, int]
+    result: Any,
+    inputs: dict[int, int],
+    outputs: list[Variable],
+    seen: dict[int, int],
+    returned: list[Variable],
 ) -> Any:
     """The structure of what ``fun`` returned, each Variable replaced by where its
     value comes from: an output of the plan, an argument, or a Variable that holds
-    data (closed over, or a constant made while tracing)."""
+    data (closed over, or a constant made while tracing; added to ``returned``)."""
     cls = result.__class__
     if isinstance(result, Variable):
         k = inputs.get(id(result))
         if k is not None:
             return ("input", k)
         if result._data is not None:
+            returned.append(result)
             return ("variable", result)
         i = seen.get(id(result))
         if i is None:
@@ -240,27 +304,40 @@ def _outputs(
             outputs.append(result)
         return ("output", i)
     if cls is tuple or cls is list or (isinstance(result, tuple) and hasattr(result, "_fields")):
-        return (cls, *[_outputs(r, inputs, outputs, seen) for r in result])
+        return (cls, *[_outputs(r, inputs, outputs, seen, returned) for r in result])
     if cls is dict:
-        return (dict, *[(k, _outputs(r, inputs, outputs, seen)) for k, r in result.items()])
+        items = result.items()
+        return (dict, *[(k, _outputs(r, inputs, outputs, seen, returned)) for k, r in items])
     return ("value", result)
 
 
 def results(tree: Any, outputs: list[Any], arrays: list[Any]) -> Any:
-    """What ``fun`` returned, rebuilt from the structure of :func:`_outputs`."""
+    """What ``fun`` returned, rebuilt from the structure of :func:`_outputs`: the
+    plan's ``outputs``, the arguments' ``arrays`` where ``fun`` returned one, and a
+    copy of each other array (a constant made while tracing, a closed-over Variable's
+    data), which the plan would otherwise hand to every call."""
     cls = tree[0]
     if cls == "output":
         return outputs[tree[1]]
     if cls == "input":
         return arrays[tree[1]]
     if cls == "variable":
-        return tree[1]._data
+        return copy_of(tree[1]._data)
     if cls == "value":
-        return tree[1]
+        return copy_of(tree[1])
     if cls is dict:
         return {k: results(t, outputs, arrays) for k, t in tree[1:]}
     items = [results(t, outputs, arrays) for t in tree[1:]]
     return cls(*items) if hasattr(cls, "_fields") else cls(items)
+
+
+def copy_of(value: Any) -> Any:
+    """A copy of the array ``value`` where its library writes arrays in place;
+    ``value`` itself for an immutable array (JAX, Dask) or anything else."""
+    adapter = adapter_for(value)
+    if adapter is None or adapter.memory is None:  # immutable, or not an array
+        return value
+    return raw_namespace(value).asarray(value, copy=True)
 
 
 def eager(

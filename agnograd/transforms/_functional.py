@@ -9,7 +9,9 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agnograd.backends._backend import owned
 from agnograd.core._variable import Variable
+from agnograd.functions import identity
 from agnograd.transforms._constants import WRAP, call, constants, devices_of, restore
 from agnograd.transforms._symbolic import is_symbolic, recording, recording_for
 from agnograd.transforms._transforms import (
@@ -481,6 +483,15 @@ def value_and_grad(
             _zeros_like(x, nested) if g is None else (g if nested else g.array)
             for g, x in zip(gxs, xs, strict=True)
         ]
+        if not nested:  # each the user's own writable array (not a broadcast view)
+            owned(grads)
+        elif symbolic:  # one gradient for two arguments (a + b): two outputs, which
+            # agnograd.jit makes two arrays, as owned() does here
+            firsts: set[int] = set()
+            for i, g in enumerate(grads):
+                if id(g) in firsts:
+                    grads[i] = identity(g)
+                firsts.add(id(g))
         it = iter(grads)
         by_position = {p: _tree_unflatten(args[p], it) for p in positions}
         grad_trees = tuple(by_position[p] for p in requested)
