@@ -274,3 +274,104 @@ def test_on_jax_to_rounding() -> None:
         np.testing.assert_allclose(np.asarray(grad), np.asarray(want_grad), rtol=1e-5, atol=1e-6)
     (entry,) = jitted._cache.values()
     assert entry.program is not None  # loss and gradient: one jax.jit program
+
+
+# -- closed-over state changing between calls ---------------------------------------
+
+
+@pytest.mark.parametrize("flag", ["requires_grad", "need_grad"])
+def test_freezing_a_closed_over_variable_traces_again(conv: Conv, flag: str) -> None:
+    """The gradient of ``x * w`` with respect to ``w`` is ``x``: a graph that does not
+    read ``w``. Freezing ``w`` (or unfreezing it) changes what eager gives (None, or
+    the gradient): the plan made before is not used."""
+    to, back = conv
+    w = agnograd.Parameter(to(np.array([1.0, 2.0])))
+
+    def f(x: Any) -> Any:
+        (gw,) = agnograd.grad([F.sum(x * w)], [w])
+        return gw
+
+    jitted = agnograd.jit(f)
+    x = to(np.array([3.0, 4.0]))
+    for frozen in (False, True, True, False, False):
+        setattr(w, flag, not frozen)
+        want = f(agnograd.Variable(x, requires_grad=False))
+        same(jitted(x), None if want is None else want.array, back)
+    assert jitted.cache_info()[:2] == (2, 3)
+
+
+def test_a_closed_over_computed_variable_keeps_its_array(conv: Conv) -> None:
+    """``h = exp(w)`` computed eagerly and closed over: each call reads ``h.array``
+    as eager does (neither recomputed from ``w`` nor freed), also where the jitted
+    function differentiates through ``h``; an eager backward through ``h`` works
+    after the calls."""
+    to, back = conv
+    w = agnograd.Variable(to(np.array([0.5, -1.0])))
+    h = F.exp(w)
+
+    def f(x: Any) -> Any:
+        y = F.sum(x * h)
+        (gw,) = agnograd.grad([y], [w])
+        return y, gw
+
+    jitted = agnograd.jit(f)
+    x = to(np.array([3.0, 4.0]))
+    for _ in range(2):
+        want = tuple(v.array for v in f(agnograd.Variable(x, requires_grad=False)))
+        same(jitted(x), want, back)
+        same(h.array, to(np.exp(np.array([0.5, -1.0]))), back)
+    h.array = to(np.array([2.0, 3.0]))  # new data, read by the next call
+    same(jitted(x)[0], to(np.asarray(18.0)), back)
+    F.sum(h * 2.0).backward()
+    same(w.grad, to(2.0 * np.exp(np.array([0.5, -1.0]))), back)
+    assert jitted.cache_info()[:2] == (2, 1)
+
+
+EDIT = st.sampled_from(["w data", "w freeze", "h data", "v data", "v shape", "v dtype", "v freeze"])
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(edits=st.lists(st.tuples(EDIT, st.integers(0, 3)), min_size=1, max_size=8))
+def test_closed_over_state_changing_between_calls(conv: Conv, edits: list[tuple[str, int]]) -> None:
+    """A jitted function reading closed-over Variables (a leaf ``w``, ``h`` computed
+    eagerly from it, another leaf ``v``) and asking for their gradients, called
+    after each of a run of edits (new data, shape or dtype, frozen or unfrozen):
+    each call gives eager's answer, and leaves ``h``'s array as it was."""
+    to, back = conv
+    rng = np.random.default_rng(len(edits))
+    w = agnograd.Parameter(to(rng.uniform(-1.0, 1.0, 4)))
+    h = w * 2.0
+    v = agnograd.Parameter(to(rng.uniform(-1.0, 1.0, 4)))
+
+    def f(x: Any) -> Any:
+        xp = agnograd.namespace(x)
+        y = xp.sum(xp.tanh(x * w) * h) + xp.sum(v * v)
+        targets = [u for u in (w, h, v) if u.requires_grad]
+        return (y, *agnograd.grad([y], targets))
+
+    jitted = agnograd.jit(f, max_traces=64)
+    x = to(rng.uniform(-1.0, 1.0, 4))
+    for edit, k in [("none", 0), *edits]:
+        values = rng.uniform(-1.0, 1.0, 4)
+        if edit == "w data":
+            w.d = to(values)
+        elif edit == "w freeze":
+            w.requires_grad = not w.requires_grad
+        elif edit == "h data":
+            h.array = to(values)
+        elif edit == "v data":
+            v.d = to(values.astype(back(v.array).dtype)[: back(v.array).shape[0]])
+        elif edit == "v shape":
+            v.array = to(values[: (1, 4)[k % 2]].astype(back(v.array).dtype))
+        elif edit == "v dtype":
+            v.array = to(back(v.array).astype((np.float32, np.float64)[k % 2]))
+        elif edit == "v freeze":
+            v.requires_grad = not v.requires_grad
+        kept = back(h.array).copy()
+        want = tuple(u.array for u in f(agnograd.Variable(x, requires_grad=False)))
+        same(jitted(x), want, back)
+        np.testing.assert_array_equal(back(h.array), kept)

@@ -18,6 +18,7 @@ and array API code builds the graph.
 
 from __future__ import annotations
 
+import contextvars
 import sys
 import weakref
 from collections.abc import Callable, Sequence
@@ -49,6 +50,13 @@ from agnograd.static._recompute import (  # noqa: F401 - entries of the core
     is_recompute,
     restore,
     set_recompute,
+)
+
+#: While agnograd.jit traces in this context, the list that every function linked is
+#: added to: what the trace read (closed-over Variables) is in their inputs, also
+#: where the graph it returns does not reach them.
+linking: contextvars.ContextVar[list[FunctionNode] | None] = contextvars.ContextVar(
+    "linking", default=None
 )
 
 #: Runs of a graph's forward so far (forward_all's and compiled plans'): the backward
@@ -99,6 +107,9 @@ def apply_deferred(
     func.rank = rank
     func.inputs = tuple(nodes)
     note_consumer(func, func.inputs)  # for function_references
+    linked = linking.get()
+    if linked is not None:
+        linked.append(func)
     # Ranks as eager gives them: an output that needs no gradient is not recorded
     # there, so it has rank 0 (the engine's order, and so its sums, are the same).
     out_rank = rank + 1 if requires_grad else 0

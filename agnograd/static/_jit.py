@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from agnograd.backends._backend import owned
+from agnograd.core import _graph
 from agnograd.core._engine_loop import GradientNeedsDataError
 from agnograd.core._variable import Variable, clear_node_data
 from agnograd.core._variable_node import VariableNode
@@ -297,14 +298,26 @@ class Jitted:
 
 
 #: What a plan answers when its graph's other inputs (closed-over Variables) changed
-#: their shape, dtype or library since it was made: the function is traced again.
+#: their shape, dtype or library since it was made, or a Variable that the trace read
+#: was frozen or unfrozen (``requires_grad``): the function is traced again.
 _STALE = object()
 
 
 class _Entry:
     """One signature's plan and how to read its results."""
 
-    __slots__ = ("eager_because", "fun", "held", "inputs", "outputs", "plan", "program", "tree")
+    __slots__ = (
+        "eager_because",
+        "edits",
+        "fun",
+        "held",
+        "inputs",
+        "outputs",
+        "plan",
+        "program",
+        "tree",
+        "watched",
+    )
 
     def __init__(
         self, fun: Callable[..., Any], traced: Trace | None, eager_because: str | None
@@ -320,8 +333,13 @@ class _Entry:
         #: ids of the memory of the arrays the plan holds (made while tracing): an
         #: output that is a view of one is copied, or every call would share it.
         self.held: frozenset[int] = frozenset()
+        #: The nodes from outside the trace that it read, and whether each required
+        #: a gradient; checked when a graph was edited since (``_graph.edits``).
+        self.watched: list[tuple[VariableNode, bool]] = []
+        self.edits = -1
         if traced is None:
             return
+        self.watched = traced.watched
         self.inputs, self.outputs, self.tree = traced.inputs, traced.outputs, traced.tree
         if self.outputs:
             # The outputs alone: no backward, nothing kept for one.
@@ -337,6 +355,7 @@ class _Entry:
         for node in self.inputs:  # each call feeds its own arrays
             if node is not None:
                 node._data = None
+        self.edits = _graph.edits
 
     def run(
         self,
@@ -349,6 +368,10 @@ class _Entry:
         longer fits the graph."""
         if self.eager_because is not None:
             return eager(self.fun, rebuild, arrays, grads)
+        if _graph.edits != self.edits:  # requires_grad set somewhere: here?
+            if any(n.requires_grad is not grad for n, grad in self.watched):
+                return _STALE  # a closed-over Variable frozen or unfrozen: trace again
+            self.edits = _graph.edits
         plan = self.plan
         if plan is None:  # nothing computed: arguments and constants
             return results(self.tree, [], arrays)

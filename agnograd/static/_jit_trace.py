@@ -22,6 +22,7 @@ graph that the plan runs forward.
 
 from __future__ import annotations
 
+import contextlib
 import linecache
 import numbers
 import os
@@ -35,9 +36,12 @@ from agnograd.backends._abstract import DataDependentError
 from agnograd.backends._backend import adapter_for, is_array, raw_namespace
 from agnograd.core import _config
 from agnograd.core._config import MODE, eager_recording, graph_mode, using_config
+from agnograd.core._function import FunctionNode
+from agnograd.core._graph import functions_of
 from agnograd.core._variable import Variable
 from agnograd.core._variable_node import VariableNode
 from agnograd.functions import identity
+from agnograd.static._define_then_run import linking
 
 #: The marker of an array in a flattened structure.
 _LEAF = "*"
@@ -230,6 +234,10 @@ class Trace:
         self.tree = tree
         #: The Variables of the ``("variable", v)`` entries, which hold data.
         self.returned = returned
+        #: Each node from outside the trace that the trace read (a closed-over
+        #: Variable's, and those of the eager graph behind it), with whether it
+        #: required a gradient then: the gradients ``fun`` asked for depend on it.
+        self.watched: list[tuple[VariableNode, bool]] = []
 
 
 def trace(
@@ -243,9 +251,11 @@ def trace(
     gradient where ``grads`` says, as the Variables passed do); ``rebuild`` makes
     ``fun``'s arguments from a list of them. Raises :class:`ConcretizationTypeError`
     where ``fun`` needs their values."""
+    linked: list[FunctionNode] = []
     with (
         graph_mode(True, False),
         using_config("function_hooks", {}),
+        _linking(linked),
     ):
         traced: list[Variable] = []
         for a, grad in zip(arrays, grads, strict=True):
@@ -277,7 +287,42 @@ def trace(
         node = t._node
         node._data = a
         nodes.append(node)
-    return Trace(outputs, nodes, tree, returned)
+    made = {ref() for f in linked for ref in f.outputs or ()}
+    read = dict.fromkeys(n for f in linked for n in f.inputs or () if n not in made)
+    _cut_at_eager_values(linked, read)
+    traced_fun = Trace(outputs, nodes, tree, returned)
+    behind = [n for n in read if n.creator_node is not None]
+    read.update(dict.fromkeys(n for f in functions_of(behind) for n in f.inputs or ()))
+    traced_fun.watched = [(n, n.requires_grad) for n in read]
+    return traced_fun
+
+
+@contextlib.contextmanager
+def _linking(linked: list[FunctionNode]) -> Iterator[None]:
+    """Add every function linked inside the block to ``linked``."""
+    token = linking.set(linked)
+    try:
+        yield
+    finally:
+        linking.reset(token)
+
+
+def _cut_at_eager_values(linked: list[FunctionNode], read: dict[VariableNode, None]) -> None:
+    """Make the Variables computed eagerly before the trace (closed over: ``h = w * 3``
+    read as ``x * h``) inputs of the traced functions, which read their arrays at
+    each call as eager does. Otherwise the plan would recompute them from their
+    creators, and free their arrays as it frees what it computes."""
+    cut: dict[VariableNode, VariableNode] = {}
+    for node in read:
+        var = node._variable()
+        if node.creator_node is not None and var is not None and var._data is not None:
+            cut[node] = VariableNode(var, requires_grad=False)
+    if not cut:
+        return
+    for f in linked:
+        inputs = f.inputs or ()
+        if any(n in cut for n in inputs):
+            f.inputs = tuple([cut.get(n, n) for n in inputs])
 
 
 def _outputs(
