@@ -974,6 +974,148 @@ def test_new_batch_size_after_building(how):
     np.testing.assert_allclose(W.g, np.full((3, 4), 5 * 0.5 * 2 / np.cosh(1.5) ** 2), rtol=1e-5)
 
 
+# -- iterating over a Variable while building ----------------------------------------------
+
+# Programs that iterate over ``x`` (its rows are nodes of the graph, one per row).
+ITERATING: dict[str, Callable[[Variable], Variable]] = {
+    "for": lambda x: F.sum(_rows_summed(x) ** 2),
+    "stack-list": lambda x: F.sum(x.__array_namespace__().stack(list(x)) ** 2 * 0.5),
+    "concat-rows": lambda x: F.sum(F.exp(x.__array_namespace__().concat([r for r in x]))),
+}
+
+
+def _rows_summed(x: Variable) -> Variable:
+    total = None
+    for row in x:
+        total = row * 2.0 if total is None else total + row * 2.0
+    assert total is not None
+    return total
+
+
+def _run(y: Variable, x: Variable, plan: Any) -> None:
+    x.cleargrad()
+    if plan is not None:
+        plan.run()
+    else:
+        y.forward()
+        y.backward()
+
+
+@pytest.mark.parametrize("means", ["walk", "replay", "compile"])
+@pytest.mark.parametrize("how", sorted(ITERATING))
+def test_iterating_while_building_refuses_a_run_on_another_batch_size(backend, means, how):
+    """The graph has one node per row that ``x`` had: a run on another batch size
+    raises, naming the iteration and the new shape, where it used to cover only the
+    old rows; runs on the built size give eager's answer before and after."""
+    from agnograd.static._compiled import compile as compile_graph
+
+    program = ITERATING[how]
+    x = leaf(backend, rng_values(0, (2, 3)))
+    y = deferred(program, x)
+    plan = compile_graph(y) if means == "compile" else None
+    with agnograd.using_config("compile_after", None if means == "walk" else 0):
+        for seed, batch in enumerate([2, 2, 4, 1, 2]):
+            data = rng_values(seed + 1, (batch, 3))
+            x.d = backend.asarray(data)
+            if batch != 2:
+                with pytest.raises(agnograd.type_check.InvalidType) as refused:
+                    _run(y, x, plan)
+                message = str(refused.value)
+                assert "iteration over" in message, message
+                assert f"shape ({batch}, 3)" in message, message
+                assert "2 rows" in message, message
+                continue
+            _run(y, x, plan)
+            want = leaf(backend, data)
+            expected = program(want)
+            expected.backward()
+            backend.assert_close(y.d, backend.to_numpy(expected), rtol=1e-5)
+            backend.assert_close(x.g, backend.to_numpy(want.grad), rtol=1e-5)
+
+
+@pytest.mark.parametrize("how", sorted(ITERATING))
+def test_jit_follows_the_batch_size_of_an_iterated_argument(backend, how):
+    program = ITERATING[how]
+    fun = agnograd.jit(agnograd.functional.value_and_grad(program))
+    for seed, batch in enumerate([2, 4, 1, 2]):
+        data = rng_values(seed, (batch, 3))
+        value, grad = fun(backend.asarray(data))
+        want = leaf(backend, data)
+        expected = program(want)
+        expected.backward()
+        backend.assert_close(value, backend.to_numpy(expected), rtol=1e-5)
+        backend.assert_close(grad, backend.to_numpy(want.grad), rtol=1e-5)
+
+
+# -- check_type_forward in define-then-run and jit -------------------------------------------
+
+
+class Matrices(FunctionNode):
+    """``2 x``, for 2-d inputs only (its ``check_type_forward`` says so); counts its
+    checks."""
+
+    checks = 0
+
+    def check_type_forward(self, in_types):
+        Matrices.checks += 1
+        agnograd.type_check.expect(in_types[0].ndim == 2)
+
+    def forward(self, inputs):
+        return (inputs[0] * 2.0,)
+
+    def backward(self, indexes, grad_outputs):
+        return (grad_outputs[0] * 2.0,)
+
+
+def _doubled(x: Any) -> Any:
+    (y,) = Matrices().apply((x,))
+    return y
+
+
+def test_check_type_forward_refuses_a_graph_built_on_invalid_inputs(backend):
+    x = leaf(backend, [1.0, 2.0, 3.0])
+    with pytest.raises(agnograd.type_check.InvalidType, match=r"(?s)Matrices.*ndim == 2"):
+        deferred(_doubled, x)
+    with pytest.raises(agnograd.type_check.InvalidType, match=r"(?s)Matrices.*ndim == 2"):
+        agnograd.jit(_doubled)(backend.asarray([1.0, 2.0, 3.0]))
+
+
+@pytest.mark.parametrize("means", ["walk", "replay", "compile"])
+def test_check_type_forward_refuses_a_run_on_invalid_inputs(backend, means):
+    from agnograd.static._compiled import compile as compile_graph
+
+    x = leaf(backend, np.ones((2, 3), np.float32))
+    y = deferred(_doubled, x)
+    plan = compile_graph(y) if means == "compile" else None
+    with agnograd.using_config("compile_after", None if means == "walk" else 0):
+        for values in ([[1.0, 2.0], [3.0, 4.0]], [1.0, 2.0], [[5.0]]):
+            x.d = backend.asarray(values)
+            if len(np.shape(values)) != 2:
+                with pytest.raises(agnograd.type_check.InvalidType, match=r"Actual: 1 != 2"):
+                    _run(y, x, plan)
+                continue
+            _run(y, x, plan)
+            backend.assert_close(y.d, 2 * np.asarray(values))
+            backend.assert_close(x.g, np.full(np.shape(values), 2.0))
+
+
+def test_a_plan_checks_types_once_per_signature(backend):
+    """Runs of a plan on inputs of the signature it was checked for check nothing."""
+    from agnograd.static._compiled import compile as compile_graph
+
+    x = leaf(backend, np.ones((2, 3), np.float32))
+    y = deferred(_doubled, x)
+    plan = compile_graph(y)
+    _run(y, x, plan)
+    before = Matrices.checks
+    for _ in range(3):
+        _run(y, x, plan)
+    assert Matrices.checks == before
+    x.d = backend.asarray(np.ones((4, 3), np.float32))
+    _run(y, x, plan)
+    assert Matrices.checks > before
+
+
 # -- random graphs ---------------------------------------------------------------------
 
 

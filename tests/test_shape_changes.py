@@ -11,7 +11,10 @@ The values and the gradients (seeded with ones) must be those of eager on the ne
 inputs, on NumPy, array-api-strict and PyTorch. A function whose number of outputs
 is the new shape's (``unstack``) refuses the run with an error that names it, and
 a call that eager refuses on the new inputs (an argument given for the old shape)
-must be refused by the graph too.
+must be refused by the graph too. So must a graph built by iterating over a
+Variable (``for row in x``, ``list(x)``): it has one node per row, and a run on
+another number of rows names the iteration, where ``agnograd.jit`` follows the new
+batch size (random programs, against eager).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import agnograd
 import agnograd.functions as F
@@ -553,3 +558,123 @@ def test_a_gradient_graph_reads_the_keys_and_masks_it_runs_on(backend: str) -> N
     invertible = xp.asarray(np.array([[2.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 4.0]]))
     singular = xp.asarray(np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]]))
     _symbolic_and_eager(lambda m: m.__array_namespace__().linalg.det(m), [invertible], [singular])
+
+
+# -- iterating over a Variable while building, then runs on other batch sizes ------------
+
+
+def _summed_rows(h: Variable) -> Variable:
+    total = None
+    for row in h:
+        total = row if total is None else total + row
+    assert total is not None
+    return total
+
+
+def _first_row(h: Variable) -> Variable:
+    first, *_ = h
+    return first
+
+
+def _xp(h: Variable) -> Any:
+    return h.__array_namespace__()
+
+
+# Steps of a random program over its state ``h`` (batch, 3), the input ``x`` (batch,
+# 3) and the weight ``w`` (3, 3), each giving a new state of that shape; the first
+# item says whether the step iterates over ``h``.
+ITERATION_STEPS: dict[str, tuple[bool, Callable[[Variable, Variable, Variable], Variable]]] = {
+    "tanh": (False, lambda h, x, w: F.tanh(h)),
+    "matmul": (False, lambda h, x, w: h @ w),
+    "mul-input": (False, lambda h, x, w: h * x),
+    "center": (False, lambda h, x, w: h - F.mean(h, axis=0, keepdims=True)),
+    "stack-rows": (True, lambda h, x, w: _xp(h).stack([r * 0.5 for r in h])),
+    "concat-rows": (True, lambda h, x, w: _xp(h).reshape(_xp(h).concat(list(h)), (-1, 3))),
+    "sum-rows": (True, lambda h, x, w: h + _summed_rows(h)),
+    "first-row": (True, lambda h, x, w: h * _first_row(h)),
+}
+
+
+def _iterating_program(steps: list[str]) -> Callable[[Variable, Variable], Variable]:
+    def program(x: Variable, w: Variable) -> Variable:
+        h = x
+        for name in steps:
+            h = ITERATION_STEPS[name][1](h, x, w)
+        return F.sum(h * h)
+
+    return program
+
+
+def _eager_value_and_grads(
+    program: Callable[[Variable, Variable], Variable], arrays: list[Any]
+) -> list[np.ndarray | None]:
+    leaves = [Variable(a) for a in arrays]
+    y = program(*leaves)
+    y.backward()
+    return _results(y, leaves)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    steps=st.lists(st.sampled_from(sorted(ITERATION_STEPS)), min_size=1, max_size=5),
+    batches=st.lists(st.integers(1, 4), min_size=1, max_size=4),
+    means=st.sampled_from([*MEANS, "jit"]),
+)
+def test_iteration_while_building_then_other_batch_sizes(
+    backend: str, steps: list[str], batches: list[int], means: str
+) -> None:
+    """A graph built on a batch of 2 by a random program, some of whose steps iterate
+    over a Variable, run on a random sequence of batch sizes: eager's values and
+    gradients on every run of the built size (and on every run where nothing
+    iterates, and under ``jit`` always); a refusal that names the iteration and the
+    new shape on the others, which leaves later runs exact."""
+    xp = backend_namespace(backend)
+    rng = np.random.default_rng(len(steps) * 10 + len(batches))
+    program = _iterating_program(steps)
+    iterates = any(ITERATION_STEPS[name][0] for name in steps)
+
+    def arrays(batch: int) -> list[Any]:
+        return [xp.asarray(rng.uniform(-1.0, 1.0, s)) for s in ((batch, 3), (3, 3))]
+
+    built = arrays(2)
+    leaves = [Variable(a) for a in built]
+    jitted = agnograd.jit(agnograd.functional.value_and_grad(program, argnums=(0, 1)))
+    with agnograd.auto_forward(False):
+        y = program(*leaves)
+    plan = _compiled.compile(y) if means == "compile" else None
+
+    def run() -> None:
+        for leaf in leaves:
+            leaf.cleargrad()
+        with agnograd.using_config("compile_after", None if means == "walk" else 0):
+            if plan is not None:
+                plan.run()
+            else:
+                y.forward()
+                y.backward()
+
+    for batch in batches:
+        new = arrays(batch)
+        want = _eager_value_and_grads(program, new)
+        what = f"{means}, steps {steps}, batch {batch}"
+        if means == "jit":
+            value, grads = jitted(*new)
+            got = [to_numpy(value), *(to_numpy(g) for g in grads)]
+            # value_and_grad gives zeros where eager gives None (an unused input).
+            for i, a in enumerate(new, start=1):
+                want[i] = np.zeros(tuple(a.shape)) if want[i] is None else want[i]
+            assert_same(got, want, what)
+            continue
+        for leaf, a in zip(leaves, new, strict=True):
+            leaf.d = a
+        if iterates and batch != 2:
+            with pytest.raises(agnograd.type_check.InvalidType) as refused:
+                run()
+            message = str(refused.value)
+            assert "iteration over" in message, f"{what}: {message}"
+            assert f"shape ({batch}, 3)" in message, f"{what}: {message}"
+            continue
+        run()
+        assert_same(_results(y, leaves), want, what)

@@ -18,6 +18,7 @@ from agnograd.backends import _backend
 from agnograd.backends._backend import Array, dtype_name, raw_namespace
 from agnograd.backends._device import get_device
 from agnograd.core import _extension
+from agnograd.core import _type_check as type_check
 from agnograd.core._nnabla import NnablaInterface
 from agnograd.core._printing import Printing, to_numpy
 from agnograd.core._variable_data import Data, _refuse_foreign_graph
@@ -315,7 +316,10 @@ class Variable(Data, Graph, Operators, Printing, NnablaInterface):
         """The rows ``x[0], x[1], ...``, each in the graph (a 0-d Variable has none).
 
         Defined so that iteration stops after the first axis even on libraries whose
-        indexing never raises ``IndexError`` (JAX clamps out-of-range indices).
+        indexing never raises ``IndexError`` (JAX clamps out-of-range indices). With
+        auto-forward off, the graph holds one node per row, as many as there are rows
+        now: a run on another length raises :class:`~agnograd.type_check.InvalidType`
+        (build the graph again, or use :func:`agnograd.jit`, which traces per shape).
 
         Examples
         --------
@@ -325,7 +329,8 @@ class Variable(Data, Graph, Operators, Printing, NnablaInterface):
         """
         if self.shape == ():
             raise TypeError("iteration over a 0-d Variable (it has no first axis to iterate over)")
-        return (self[i] for i in range(len(self)))
+        length = len(self)
+        return (_row(self, i, length) for i in range(length))
 
     def __contains__(self, value: Any) -> bool:
         """Whether some element equals ``value`` (NumPy's ``value in x``)."""
@@ -416,6 +421,42 @@ def warn_zerograd() -> None:
         DeprecationWarning,
         stacklevel=3,
     )
+
+
+def _row(x: Variable, i: int, length: int) -> Variable:
+    """``x[i]``, the row ``i`` of ``length`` that iterating over ``x`` gives. Built with
+    auto-forward off, the node checks at every run that ``x`` still has ``length``
+    rows: the graph cannot follow another count (it has a node per row)."""
+    row = x[i]
+    creator = row._node.creator_node if row._data is None else None
+    if creator is not None:
+        creator.check_type_forward = RowCount(length, x.shape, x.name)
+    return row
+
+
+class RowCount:
+    """The check of a row made by iterating over a Variable of a define-then-run
+    graph: its input still has the ``length`` rows it had then (``shape``)."""
+
+    __slots__ = ("length", "name", "shape")
+
+    def __init__(self, length: int, shape: Any, name: str | None) -> None:
+        self.length, self.shape, self.name = length, shape, name
+
+    def __call__(self, in_types: Any) -> None:
+        now = tuple(type_check.eval(in_types[0]).shape)
+        if now[:1] == (self.length,):
+            return
+        what = f"Variable {self.name!r}" if self.name else "a Variable"
+        raise type_check.InvalidType(
+            f"x.shape[0] == {self.length}",
+            f"{now[0] if now else None} != {self.length}",
+            f"iteration over {what} (for row in x, list(x)) while the graph was built made "
+            f"one node per row: {self.length} rows, of x of shape {self.shape}; this run "
+            f"gives x of shape {now}, and a graph cannot change its number of rows. Build "
+            "the graph again for the new shape, run it eagerly, or use agnograd.jit "
+            "(which traces once per shape)",
+        )
 
 
 def _new_variable(data: Any, requires_grad: bool, creator: Any, rank: int) -> Variable:

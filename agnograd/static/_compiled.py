@@ -134,6 +134,7 @@ class CompiledGraph:
     _edits: int  # the count of graph edits the plan was last checked against
     _shape_of_graph: tuple[Any, ...]  # _structure() when it was made
     _bare: list[VariableNode]  # nodes without a Variable, which get_variable may revive
+    _signature: tuple[Any, ...] | None  # the inputs' it was made for; None: infer again
 
     def __init__(self, outputs: list[Variable], keep: str = ALIVE) -> None:
         self._keep = keep
@@ -197,6 +198,8 @@ class CompiledGraph:
                 self._forward_unguarded()
             except BaseException:
                 self._discard()
+                if self._fallback:  # a walk that failed left its shapes in the nodes
+                    self._signature = None
                 raise
             self._thread = threading.get_ident()
 
@@ -401,6 +404,9 @@ class CompiledGraph:
     def _rebuild(self) -> None:
         """Infer every output's shape and dtype again from the inputs' data, then
         rebuild the plan (the inputs' shapes, dtypes or the graph changed)."""
+        # Until _build succeeds the nodes' shapes may be those of inputs that failed
+        # (a type check, a data-dependent shape): the next run infers them again.
+        self._signature = None
         try:
             self._infer()
         except DataDependentError as error:

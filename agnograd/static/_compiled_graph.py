@@ -9,6 +9,7 @@ import itertools
 
 from agnograd.backends._abstract import Abstract, DataDependentError
 from agnograd.backends._backend import raw_namespace
+from agnograd.core import _type_check as type_check
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable_node import VariableNode
 
@@ -25,6 +26,8 @@ def _infer_shapes(funcs: list[FunctionNode]) -> None:
             data = node.data if node.creator_node is None else None
             shape, dtype = (node.shape, node.dtype) if data is None else (data.shape, data.dtype)
             specs.append(Abstract(tuple(shape or ()), dtype, func.xp))
+        if func._checks_types:  # once per plan and signature: the steps run none
+            type_check.check_types(func, tuple(specs))
         try:
             inferred = func.infer(tuple(specs))
         except DataDependentError as error:

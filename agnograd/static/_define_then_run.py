@@ -28,6 +28,7 @@ from agnograd.backends._abstract import Abstract, DataDependentError
 from agnograd.backends._backend import raw_namespace
 from agnograd.backends._device import Device, device_of
 from agnograd.core import _extension, _graph, _versions
+from agnograd.core import _type_check as type_check
 from agnograd.core._config import HOOKS, MODE, config
 from agnograd.core._engine_loop import dropped
 from agnograd.core._function import FunctionNode
@@ -96,6 +97,8 @@ def apply_deferred(
     func.xp = xp
     # Every node has a shape here: a leaf has data, the others were inferred.
     specs = tuple(Abstract(n.shape, n.dtype, xp) for n in nodes)  # type: ignore[arg-type]
+    if func._checks_types:  # as apply checks before forward, on the shapes known now
+        type_check.check_types(func, specs)
     try:
         outputs = func.infer(specs)
     except DataDependentError as error:
@@ -240,6 +243,8 @@ def forward_all(
             arrays.append(data)
         arrays_t = tuple(arrays)
         func.xp = raw_namespace(arrays_t[0])
+        if func._checks_types:  # on this run's arrays, whose shapes may be new
+            type_check.check_types(func, arrays_t)
         hooks = func._all_hooks() if hooked or func._local_hooks else ()
         for hook in hooks:  # as apply runs them, when the forward computes
             hook.forward_preprocess(func, arrays_t)

@@ -131,6 +131,7 @@ def forward(
             if len(plans) > _PLANS:
                 del plans[next(iter(plans))]
     if plan is None:
+        state.shaped = None  # a walk that raises leaves its shapes in some nodes
         _define_then_run.forward_all([var], clear_buffer, clear_no_need_grad)
         if len(state.runs) > 4 * _PLANS:  # signatures seen once each: forget them
             state.runs.clear()
