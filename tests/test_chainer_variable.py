@@ -338,6 +338,40 @@ def test_copydata_and_addgrad_initialise_an_uninitialised_parameter(
     assert target.array.tolist() == [0.0, 0.0]
 
 
+# Operations on an uninitialised Parameter ``w`` and a Variable ``x`` of shape (2, 2),
+# and the name of the operation each error names (None: its checks refuse first).
+UNINITIALISED_USES = {
+    "w * x": (lambda w, x: w * x, "Mul: input 0"),
+    "x * w": (lambda w, x: x * w, "Mul: input 1"),
+    "w + 1.0": (lambda w, x: w + 1.0, "AddConstant: input 0"),
+    "exp(w)": (lambda w, x: F.exp(w), "Exp: input 0"),
+    "sum(w)": (lambda w, x: x.__array_namespace__().sum(w), "Sum: input 0"),
+    "matmul(x, w)": (lambda w, x: F.matmul(x, w), None),
+    "linear(x, w)": (lambda w, x: F.linear(x, w), None),
+    "w[0]": (lambda w, x: w[0], None),
+}
+
+
+@pytest.mark.parametrize("eager", [True, False], ids=["eager", "define-then-run"])
+@pytest.mark.parametrize("use", sorted(UNINITIALISED_USES))
+def test_an_uninitialised_parameter_in_an_operation_is_named(
+    device: agnograd.Device, use: str, eager: bool
+) -> None:
+    """The error names the Parameter and ``initialize``, eagerly and while a graph is
+    built, whichever library the other operand is of."""
+    op, where = UNINITIALISED_USES[use]
+    x = Variable(array(device, [[1.0, 2.0], [3.0, 4.0]]))
+    for w, named in ((Parameter(name="W"), "the Parameter 'W'"), (Parameter(), "a Parameter")):
+        with agnograd.auto_forward(eager), pytest.raises(RuntimeError) as refused:
+            op(w, x)
+        message = str(refused.value)
+        assert named in message, message
+        assert "uninitialised" in message, message
+        assert "initialize(shape)" in message, message
+        if where is not None and eager:
+            assert message.startswith(where), message
+
+
 def test_update_calls_the_update_rule() -> None:
     calls = []
 

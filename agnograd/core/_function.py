@@ -8,7 +8,6 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from agnograd.backends import _backend
 from agnograd.backends._backend import Array, _namespaces
 from agnograd.core import _debug, _extension, _graph, _versions
 from agnograd.core import _type_check as type_check
@@ -21,6 +20,7 @@ from agnograd.core._function_checks import (
     _output_tuple,
     as_constant,
     describe_arrays,
+    input_namespace,
     mixed_backends,
     sum_to,
 )
@@ -305,7 +305,7 @@ class FunctionNode:
             arrays = (data,)
             requires_grad = node.requires_grad
             rank = node.rank
-            xp = _namespaces.get(data.__class__) or _backend.raw_namespace(data)
+            xp = _namespaces.get(data.__class__) or input_namespace(self, inputs, x)
         else:
             nodes = []
             arrays = []
@@ -323,7 +323,7 @@ class FunctionNode:
                     requires_grad = True
                 if node.rank > rank:
                     rank = node.rank
-                other = _namespaces.get(data.__class__) or _backend.raw_namespace(data)
+                other = _namespaces.get(data.__class__) or input_namespace(self, inputs, x)
                 if xp is None:
                     xp = other
                 elif other is not xp:

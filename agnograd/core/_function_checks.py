@@ -33,6 +33,17 @@ def _on_accelerator(arrays: Sequence[Any]) -> bool:
     return bool(kind in DLPACK_ACCELERATORS)
 
 
+def input_namespace(func: FunctionNode, inputs: Sequence[Any], x: Variable) -> Any:
+    """The namespace of the data of ``x``, one of ``inputs`` of ``func``, where apply's
+    cache has none: an input without data (an uninitialised Parameter, a result that
+    define-then-run has not computed) is refused, naming it and what gives it data."""
+    data = x._data
+    if data is None:
+        i = next((i for i, v in enumerate(inputs) if v is x), 0)
+        raise RuntimeError(f"{func.label}: input {i} holds no data; {x._missing()}")
+    return _backend.raw_namespace(data)
+
+
 def sum_to(gx: Any, shape: tuple[int, ...], func: FunctionNode, index: int) -> Any:
     """Sum a broadcast gradient back to its input's shape (rules never unbroadcast)."""
     xp = _backend.raw_namespace(gx) if not isinstance(gx, Variable) else gx.__array_namespace__()

@@ -211,6 +211,17 @@ class Parameter(Variable):
             self._grad_var = Variable._new(self.xp.zeros_like(self._data), False)
         self._grad_valid = True
 
+    def _missing(self) -> str:
+        """What to say of this Parameter where an operation needs its data before it
+        was initialised: which Parameter, and ``initialize``."""
+        if self._node.creator_node is not None:  # not a leaf any more: a Variable's case
+            return super()._missing()
+        what = f"the Parameter {self.name!r}" if self.name else "a Parameter (unnamed)"
+        return (
+            f"{what} is uninitialised (its data is made once its shape is known): call "
+            "initialize(shape) on it first, or copydata() from a Variable of that shape"
+        )
+
     # -- devices: an uninitialised Parameter remembers where its data will go ------
 
     def to_device(self, device: Any, /, *, stream: Any = None) -> Parameter:

@@ -341,6 +341,17 @@ class Variable(Data, Graph, Operators, Printing, NnablaInterface):
         xp = raw_namespace(data)
         return bool(xp.any(data == raw_value))
 
+    def _missing(self) -> str:
+        """What to say of this Variable where an operation needs its data and it holds
+        none: which Variable, and what gives it data."""
+        name = f" {self.name!r}" if self.name else ""
+        if self._node.creator_node is not None:
+            return f"the Variable{name} is not computed yet: call forward() first"
+        return (
+            f"the Variable{name} is uninitialised: give it data (x.array = array), or "
+            "create it with Variable(shape=..., device=...)"
+        )
+
     def _describe(self) -> str:
         name = f" {self.name!r}" if self.name else ""
         backend = "no data" if self._data is None else _backend.backend_name(self.xp)

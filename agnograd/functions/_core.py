@@ -70,8 +70,12 @@ def raw_xp_device(x: Any) -> tuple[Any, Any]:
 
 def shape_of(x: Any) -> tuple[int, ...]:
     """Shape of a Variable (known even before define-then-run computes it) or array."""
-    # A node's shape is None only for an uninitialised Variable, which no function takes.
-    return x._node.shape if isinstance(x, Variable) else tuple(x.shape)  # type: ignore[return-value]
+    if not isinstance(x, Variable):
+        return tuple(x.shape)
+    shape = x._node.shape
+    if shape is None:  # an uninitialised Variable (a Parameter), which no function takes
+        raise RuntimeError(f"an input of the operation has no shape; {x._missing()}")
+    return shape
 
 
 def input_shape(func: FunctionNode, i: int = 0) -> tuple[int, ...]:

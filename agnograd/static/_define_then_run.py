@@ -79,10 +79,12 @@ def apply_deferred(
     xp = None
     requires_grad = False
     rank = 0
-    for x in inputs:
+    for i, x in enumerate(inputs):
         if not isinstance(x, Variable):
             x = as_constant(x, func)
         node = x._node
+        if node.shape is None:  # an uninitialised Variable: no shape to build on
+            raise RuntimeError(f"{func.label}: input {i} has no shape; {x._missing()}")
         if node.creator_node is None and node._data is None and x._data is not None:
             # The graph runs later: it must hold its leaves' arrays itself.
             node._data = x._data
@@ -134,10 +136,13 @@ def namespace_of_node(node: VariableNode) -> Any:
     source = _unlinked_source.get(node)
     if source is not None:
         return namespace_of_node(source)
-    raise RuntimeError(
-        f"{node!r} has neither data nor a creator, so its library is unknown; give the "
-        "Variable data (or create it with Variable(shape=..., device=...))"
+    var = node._variable()
+    fix = (
+        "give the Variable data (or create it with Variable(shape=..., device=...))"
+        if var is None
+        else var._missing()
     )
+    raise RuntimeError(f"{node!r} has neither data nor a creator, so its library is unknown; {fix}")
 
 
 def device_of_node(node: VariableNode) -> Device | None:
