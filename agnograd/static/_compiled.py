@@ -198,8 +198,6 @@ class CompiledGraph:
                 self._forward_unguarded()
             except BaseException:
                 self._discard()
-                if self._fallback:  # a walk that failed left its shapes in the nodes
-                    self._signature = None
                 raise
             self._thread = threading.get_ident()
 
