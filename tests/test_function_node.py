@@ -12,6 +12,7 @@ import pytest
 import agnograd
 import agnograd.functions as F
 from agnograd import FunctionNode, Variable, VariableNode
+from agnograd.testing import check_backward, check_double_backward
 
 
 class Cube(FunctionNode):
@@ -254,6 +255,49 @@ def test_retained_inputs_are_variables_in_double_backprop(backend):
     assert isinstance(grad_outputs[0], Variable)
     (ggx,) = agnograd.grad([gx], [x])
     backend.assert_close(ggx, [12.0])  # d(3 x^2)/dx = 6 x
+
+
+class Sin(FunctionNode):
+    """``sin(x)``, whose rule calls the namespace given by ``namespace`` (a name)."""
+
+    namespace = "namespace_of"
+
+    def forward(self, inputs):
+        self.retain_inputs((0,))
+        return (self.xp.sin(inputs[0]),)
+
+    def backward(self, target_input_indexes, grad_outputs):
+        (x,) = self.get_retained_inputs()
+        (gy,) = grad_outputs
+        xp = agnograd.namespace_of(gy) if self.namespace == "namespace_of" else self.xp
+        return (gy * xp.cos(x),)
+
+
+def test_namespace_of_serves_a_backward_at_every_order(backend):
+    # The documented way: raw arrays at first order, Variables at second (and on
+    # array-api-strict at first too), on every library, torch's tensors included.
+    x = backend.asarray([0.5, 1.0, -2.0])
+    gy = backend.asarray([1.0, -1.0, 0.5])
+    ggx = backend.asarray([0.25, 2.0, 1.0])
+    check_backward(lambda v: Sin().apply((v,))[0], x, gy)
+    check_double_backward(lambda v: Sin().apply((v,))[0], x, gy, ggx)
+    v = Variable(x)
+    (g,) = agnograd.grad([F.sum(Sin().apply((v,))[0])], [v], enable_double_backprop=True)
+    (gg,) = agnograd.grad([F.sum(g)], [v])
+    backend.assert_close(gg, -np.sin([0.5, 1.0, -2.0]))
+
+
+def test_a_backward_that_refuses_variables_names_namespace_of(backend):
+    class RawSin(Sin):
+        namespace = "self.xp"  # the raw namespace: it refuses the Variables it gets
+
+    def second_derivative(v):  # array-api-strict refuses at the first already
+        (g,) = agnograd.grad([F.sum(RawSin().apply((v,))[0])], [v], enable_double_backprop=True)
+        return agnograd.grad([F.sum(g)], [v])
+
+    with pytest.raises(TypeError) as caught:
+        second_derivative(Variable(backend.asarray([0.5, 1.0])))
+    assert any("agnograd.namespace_of(gy)" in note for note in caught.value.__notes__)
 
 
 def test_only_inputs_that_require_grad_are_targets(backend):

@@ -150,6 +150,8 @@ def _run(
             error.add_note(
                 f"in agnograd {func.label}.backward with gradients ({describe_arrays(gys)})"
             )
+            if func._defined_outside and isinstance(error, TypeError | AttributeError):
+                error.add_note(_NAMESPACE_HINT)
             raise
         del gys
         if clear_buffer:
@@ -277,6 +279,14 @@ def _indexes(
             if x.requires_grad and (x in targets or x.creator_node in relevant)
         ]
     )
+
+
+# For a user's backward that failed on the arrays or Variables it was given.
+_NAMESPACE_HINT = (
+    "a backward computes with agnograd.namespace_of(gy): the library's namespace for "
+    "arrays, agnograd's differentiable one for the Variables of double backprop "
+    "(self.xp refuses Variables; torch's tensors have no __array_namespace__)"
+)
 
 
 # The indexes of the inputs that require a gradient, for nodes of one or two inputs.

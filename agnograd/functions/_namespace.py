@@ -19,13 +19,18 @@ from agnograd.core._variable import Variable
 def namespace_of(array: Any) -> Any:
     """The namespace to compute with ``array``: differentiable for a Variable.
 
+    For a raw array, its library's own namespace (through array-api-compat, so
+    torch's tensors have one too); for a Variable, agnograd's differentiable
+    namespace of its library. This is how a :class:`~agnograd.FunctionNode`'s
+    ``backward`` finds its functions: it receives raw arrays in ordinary backprop
+    and Variables in double backprop, and ``namespace_of(gy)`` suits both.
+
     Examples
     --------
     >>> import numpy as np, agnograd
-    >>> from agnograd.functions._namespace import namespace_of
-    >>> namespace_of(np.ones(2)).__name__
+    >>> agnograd.namespace_of(np.ones(2)).__name__
     'array_api_compat.numpy'
-    >>> namespace_of(agnograd.Variable(np.ones(2)))
+    >>> agnograd.namespace_of(agnograd.Variable(np.ones(2)))
     <agnograd namespace for numpy>
     """
     xp = _namespaces.get(array.__class__)
