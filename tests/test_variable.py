@@ -658,6 +658,21 @@ def test_a_constant_made_by_an_operation_pickles_and_deepcopies(backend):
 
 
 @pytest.mark.parametrize("how", ["pickle", "copy.deepcopy", "copy.copy"])
+@pytest.mark.parametrize("cls", [Variable, agnograd.Parameter])
+def test_a_copy_keeps_persistent(backend, how, cls):
+    # nnabla's flag: forward(clear_buffer=True) keeps the data of a persistent Variable
+    copier = {"pickle": lambda v: pickle.loads(pickle.dumps(v)), "copy.deepcopy": copy.deepcopy,
+              "copy.copy": copy.copy}[how]  # fmt: skip
+    for persistent in (True, False):
+        v = cls(backend.asarray([1.0, 2.0]), name="v")
+        v.persistent = persistent
+        clone = copier(v)
+        assert clone.persistent is persistent
+        assert clone.name == "v"
+        backend.assert_close(clone, [1.0, 2.0])
+
+
+@pytest.mark.parametrize("how", ["pickle", "copy.deepcopy", "copy.copy"])
 def test_copying_a_non_leaf_is_refused(backend, how):
     # The copy would be a leaf whose backward() does nothing: the graph is not copied.
     x = Variable(backend.asarray([1.0, 2.0]))

@@ -309,6 +309,7 @@ class Parameter(Variable):
             "grad_valid": self._grad_valid,
             "device": None if device is None else device.name,
             "update_rule": self.update_rule,
+            "persistent": self._node.persistent,
         }
 
 
@@ -323,4 +324,5 @@ def _rebuild(state: dict[str, Any]) -> Parameter:
     param._grad_valid = state["grad_valid"]
     param._initial_device = None if state["device"] is None else get_device(state["device"])
     param.update_rule = state["update_rule"]
+    param._node.persistent = state.get("persistent", False)  # absent in older pickles
     return param

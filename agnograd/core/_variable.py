@@ -380,26 +380,30 @@ class Variable(Data, Graph, Operators, Printing, NnablaInterface):
         return data
 
     # -- pickling and copying ---------------------------------------------------
-    # A copy is a leaf: its data, gradient, name and requires_grad, never the graph
+    # A copy is a leaf: its data, gradient, name, requires_grad and persistent
+    # (nnabla's flag that keeps its data through clear_buffer), never the graph
     # (Chainer pickles a non-leaf as a leaf; PyTorch refuses to deepcopy one). A copy
     # of a Variable that has a creator is refused, since its backward() would do
     # nothing.
 
     def __reduce__(self) -> tuple[Any, ...]:
         self._refuse_copy_of_non_leaf("pickling")
+        node = self._node
         return (
             _rebuild,
-            (self._data, self.grad, self.name, self.requires_grad),
+            (self._data, self.grad, node.name, node.requires_grad, node.persistent),
         )
 
     def __copy__(self) -> Variable:
         self._refuse_copy_of_non_leaf("copy.copy() of")
-        return _rebuild(self._data, self.grad, self.name, self.requires_grad)
+        node = self._node
+        return _rebuild(self._data, self.grad, node.name, node.requires_grad, node.persistent)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Variable:
         self._refuse_copy_of_non_leaf("copy.deepcopy() of")
         data, grad = copy.deepcopy((self._data, self.grad), memo)
-        var = memo[id(self)] = _rebuild(data, grad, self.name, self.requires_grad)
+        node = self._node
+        var = memo[id(self)] = _rebuild(data, grad, node.name, node.requires_grad, node.persistent)
         return var
 
     def _refuse_copy_of_non_leaf(self, op: str) -> None:
@@ -572,5 +576,10 @@ def _zeros(shape: tuple[int, ...], dtype: Any, device: Any) -> Any:
     return xp.zeros(shape, dtype=dtype or xp.float32)
 
 
-def _rebuild(data: Any, grad: Any, name: str | None, requires_grad: bool) -> Variable:
-    return Variable(data, name=name, grad=grad, requires_grad=requires_grad)
+def _rebuild(
+    data: Any, grad: Any, name: str | None, requires_grad: bool, persistent: bool = False
+) -> Variable:
+    # persistent has a default: pickles made before it was kept still load.
+    var = Variable(data, name=name, grad=grad, requires_grad=requires_grad)
+    var._node.persistent = persistent
+    return var
