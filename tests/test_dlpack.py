@@ -15,6 +15,8 @@ import warnings
 import numpy as np
 import pytest
 
+import agnograd
+import agnograd.functions as F
 from agnograd import Variable
 from agnograd.backends._backend import adapter_for
 from agnograd.backends._device import CopyWarning, get_device, view
@@ -299,3 +301,30 @@ def test_jax_views_of_torch_share_memory_in_both_directions():
     back = view(j, "torch")
     assert back.data_ptr() == t.data_ptr()
     assert isinstance(j, type(jnp.zeros(1)))
+
+
+@pytest.mark.skipif(not _installed("torch"), reason="torch not installed")
+@pytest.mark.parametrize("target", ["@numpy", "@array_api_strict"])
+@pytest.mark.parametrize(
+    "move",
+    [
+        lambda x, target: x.to_device(target),
+        lambda x, target: F.copy(x, target),
+        lambda x, target: agnograd.namespace(get_device(target).xp).asarray(x),
+    ],
+    ids=["to_device", "copy", "asarray"],
+)
+def test_a_dtype_the_importer_lacks_is_named(move, target):
+    # NumPy's DLPack import says only "Unsupported dtype in DLTensor".
+    import torch
+
+    x = Variable(torch.ones(2, dtype=torch.bfloat16), requires_grad=False)
+    library = target.removeprefix("@")
+    with pytest.raises(
+        TypeError, match=rf"\(\(2,\), bfloat16\).*{library} has no bfloat16.*astype"
+    ):
+        move(x, target)
+    with pytest.raises(TypeError, match=r"NumPy has no bfloat16 dtype.*astype"):
+        np.asarray(x)
+    half = Variable(torch.ones(2, dtype=torch.float16), requires_grad=False)
+    assert np.asarray(half).dtype == np.float16  # a dtype NumPy has moves as before

@@ -420,6 +420,7 @@ def transfer(array: Any, device: Device, *, copy: bool | None = None, stream: An
     try:
         result = dst.import_dlpack(obj, device.native, want_copy)
     except Exception as error:
+        _refuse_missing_dtype(array, src, device, error)
         if _from_native(src, src.get_device_of(array)).physical == device.physical:
             error.add_note(f"in agnograd's transfer of a {src.name} array to {device}")
             raise
@@ -431,6 +432,21 @@ def transfer(array: Any, device: Device, *, copy: bool | None = None, stream: An
     if copy and not fresh and _shares(src, array, result, dst):
         result = device.xp.asarray(result, copy=True)
     return result
+
+
+def _refuse_missing_dtype(array: Any, src: Adapter, device: Device, error: Exception) -> None:
+    """Raise an error that names the dtype when the destination library has none of
+    that name (NumPy and bfloat16): its importer says only "Unsupported dtype"."""
+    name = dtype_name(array.dtype)
+    xp = device.xp
+    if hasattr(xp, name) or name in xp.__array_namespace_info__().dtypes():
+        return
+    raise TypeError(
+        f"transfer: the {src.name} array ({tuple(array.shape)}, {name}) cannot be moved to "
+        f"{device}: {device.backend} has no {name} dtype ({type(error).__name__}: "
+        f"{error}); cast it to one that {device.backend} has first (x.astype(float32) "
+        "holds bfloat16 and float16 values exactly)"
+    ) from error
 
 
 def _to_host(array: Any, adapter: Adapter) -> Any:

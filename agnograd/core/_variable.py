@@ -367,7 +367,18 @@ class Variable(Data, Graph, Operators, Printing, NnablaInterface):
                 "would compute without agnograd and the gradient would be lost. Use "
                 "array API functions (x.__array_namespace__()), or take x.array explicitly"
             )
-        return numpy.asarray(to_numpy(data), dtype=dtype)
+        try:
+            values = to_numpy(data)
+        except Exception as error:
+            name = dtype_name(data.dtype)
+            if hasattr(numpy, name):
+                raise
+            raise TypeError(
+                f"numpy.asarray() of {self._describe()}: NumPy has no {name} dtype; cast it "
+                "to one NumPy has first (x.astype(float32) holds bfloat16 and float16 "
+                "values exactly)"
+            ) from error
+        return numpy.asarray(values, dtype=dtype)
 
     def _values(self, what: str) -> Array:
         """The data, for ``what`` (``"float()"``) to read its values: a Variable
