@@ -89,6 +89,17 @@ def test_raw_arrays_beside_variables_and_parse_shape() -> None:
         einops.reduce(k, "a b -> b", "mean")
 
 
+def test_the_backend_reads_gradients_to_numpy(backend: Any) -> None:
+    # einops' own suite reads gradients through the backend: x.grad is a raw array.
+    x = Variable(backend.asarray([[1.0, 2.0], [3.0, 4.0]]))
+    einops_backend = einops._backends.get_backend(x)
+    einops.reduce(x * x, "a b -> a", "sum").backward()
+    for array in (x, x.grad, x.array):
+        values = einops_backend.to_numpy(array)
+        assert isinstance(values, np.ndarray)
+    np.testing.assert_array_equal(einops_backend.to_numpy(x.grad), [[2.0, 4.0], [6.0, 8.0]])
+
+
 # --- einsum against einops' NumPy backend ------------------------------------------
 
 
