@@ -309,3 +309,17 @@ def test_asarray_of_nested_sequences_of_variables_stacks_them(backend: str) -> N
     xp.sum(t * xp.asarray([[1.0, 2.0], [3.0, 4.0]])).backward()
     np.testing.assert_array_equal(np.asarray(a.grad), [[1.0, 3.0], [2.0, 4.0]])
     assert xp.asarray([a[0, 0], 2.0], dtype=raw.float32).dtype == raw.float32
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_asarray_refuses_what_is_not_an_array_api_dtype(backend: str) -> None:
+    # The standard has booleans and numbers only: NumPy's strings, dates and objects
+    # are refused at once, as array-api-strict refuses them, not by a later function.
+    xp = namespace(backend)
+    with pytest.raises((TypeError, ValueError)):  # torch: ValueError, its own
+        xp.asarray(["yes", "no"])
+    if backend == "numpy":
+        for obj in (np.array(["yes", "no"]), [np.datetime64("2020-01-01")], [object()]):
+            with pytest.raises(TypeError, match=r"^asarray: .* dtype .*not an array API dtype"):
+                xp.asarray(obj)
+    assert xp.asarray([True, False]).dtype == backend_namespace(backend).bool

@@ -215,7 +215,16 @@ class Namespace:
             # asarray([[a[i, j] ...]])) are stacked, so the gradient flows back.
             return self._asarray(self._stacked(obj), dtype=dtype, device=device, copy=copy)
         kwargs = native_kwargs({"dtype": dtype, "device": device, "copy": copy})
-        return constant(self._raw.asarray(raw(obj), **kwargs))
+        array = self._raw.asarray(raw(obj), **kwargs)
+        if not self._raw.isdtype(array.dtype, ("bool", "numeric")):
+            # NumPy makes strings, dates and objects, which the standard has not: refused
+            # here, as array-api-strict refuses them, not in some later function.
+            raise TypeError(
+                f"asarray: {_abbreviated(obj)} gives {backend_name(self._raw)}'s dtype "
+                f"{array.dtype}, which is not an array API dtype (booleans and numbers "
+                "only); convert it to numbers first (labels to integer codes)"
+            )
+        return constant(array)
 
     def _stacked(self, obj: Any) -> Any:
         if isinstance(obj, Variable):
@@ -223,6 +232,11 @@ class Namespace:
         if isinstance(obj, list | tuple):
             return DIFFERENTIABLE["stack"]([self._stacked(item) for item in obj])
         return constant(self._raw.asarray(obj))
+
+
+def _abbreviated(obj: Any) -> str:
+    text = repr(obj)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _holds_variables(obj: Any) -> bool:
