@@ -323,9 +323,10 @@ def test_one_hot_of_a_variable() -> None:
 def test_mixing_a_variable_with_a_raw_array_needs_as_variable() -> None:
     # array_api_compat sees agnograd's namespace and NumPy's and refuses to choose;
     # agnograd cannot change that, so foreign code must get Variables everywhere.
+    # The refusal shows the namespaces, and agnograd's names the fix.
     a, b = np.array([1.0, 2.0]), np.array([3.0, -1.0])
     v = Variable(a)
-    with pytest.raises(TypeError, match="Multiple namespaces"):
+    with pytest.raises(TypeError, match=r"^Multiple namespaces.*agnograd\.as_variable"):
         xpx.kron(v, b)
     y = xpx.kron(v, agnograd.as_variable(b))
     y.grad = np.ones(4)
@@ -496,3 +497,31 @@ def test_scipy_gradients(scipy_report: dict[str, Any], name: str, backend: str) 
     if "error" in row:
         problems.append(row["error"])
     assert not problems, f"scipy {name} on {backend}:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_namespace_name_is_a_dotted_name_of_its_own(backend: str) -> None:
+    # array-api-compat tells namespaces apart by __name__ and asks it whether a
+    # namespace is NumPy's or torch's; SciPy's and scikit-learn's suites build
+    # regular expressions and module-like names from it.
+    import re
+
+    raw = backend_namespace(backend)
+    xp = agnograd.namespace(raw)
+    for ns in (xp, xp.linalg):
+        name = ns.__name__
+        assert name.startswith("agnograd.namespace.")
+        assert all(part.isidentifier() for part in name.split(".")), name
+        assert re.search(f"using {name}", f"When using {name}, ...")
+    assert xp.__name__ == f"agnograd.namespace.{raw.__name__}"
+    assert xp.linalg.__name__ == f"{xp.__name__}.linalg"
+    for is_library in (
+        array_api_compat.is_numpy_namespace,
+        array_api_compat.is_torch_namespace,
+        array_api_compat.is_array_api_strict_namespace,
+    ):
+        assert not is_library(xp), is_library.__name__  # never taken for the raw one
+    names = {agnograd.namespace(backend_namespace(b)).__name__ for b in BACKENDS}
+    assert len(names) == len(BACKENDS)
+    v = Variable(raw.asarray([1.0]))
+    assert array_api_compat.array_namespace(v, agnograd.as_variable(raw.asarray([2.0]))) is xp

@@ -118,11 +118,15 @@ class Namespace:
     array([1.64872127, 2.71828183])
     """
 
-    def __init__(self, raw_namespace: Any, prefix: str = "") -> None:
+    def __init__(self, raw_namespace: Any, prefix: str = "", name: str | None = None) -> None:
         self._raw = raw_namespace
         self._prefix = prefix
-        # array-api-compat tells namespaces apart by __name__.
-        self.__name__ = f"agnograd.namespace({raw_namespace.__name__}){prefix.rstrip('.')}"
+        # array-api-compat tells namespaces apart by __name__, so it is one per raw
+        # namespace (``agnograd.namespace.array_api_compat.numpy``), and never the raw
+        # one's own: is_numpy_namespace and the like must not take it for NumPy.
+        # Dotted as a module's, since code builds module names and regular
+        # expressions from it.
+        self.__name__ = name or f"agnograd.namespace.{raw_namespace.__name__}"
 
     @property
     def __array_api_version__(self) -> str:
@@ -131,8 +135,12 @@ class Namespace:
         return min(getattr(self._raw, "__array_api_version__", VERSION), VERSION)
 
     def __repr__(self) -> str:
-        where = f" ({self._prefix.rstrip('.')})" if self._prefix else ""
-        return f"<agnograd namespace for {backend_name(self._raw)}{where}>"
+        if self._prefix:
+            return f"<agnograd namespace for {backend_name(self._raw)} ({self._prefix[:-1]})>"
+        # array-api-compat's refusal of a Variable beside a raw array of its library
+        # ("Multiple namespaces for array inputs: [...]") shows this, and the fix.
+        library = backend_name(self._raw)
+        return f"<agnograd namespace for {library} (give raw arrays as agnograd.as_variable)>"
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name not in PASSTHROUGH:
@@ -149,7 +157,9 @@ class Namespace:
         elif not self._prefix and name in PASSTHROUGH:
             value = getattr(self._raw, name)
         elif any(k.startswith(key + ".") for k in (*DIFFERENTIABLE, *NON_DIFFERENTIABLE)):
-            value = Namespace(getattr(self._raw, name), prefix=key + ".")
+            value = Namespace(
+                getattr(self._raw, name), prefix=key + ".", name=f"{self.__name__}.{name}"
+            )
         elif key in UNSUPPORTED:
             raise AttributeError(
                 f"agnograd's namespace does not support {key!r}: {UNSUPPORTED[key]}"
