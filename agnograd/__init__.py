@@ -56,18 +56,21 @@ from agnograd.static import (
 )
 from agnograd.static._compiled import CompiledGraph, compile  # noqa: A004 - agnograd.compile
 from agnograd.static._define_then_run import forward_all
-from agnograd.static._jit import jit
+from agnograd.static._jit import JitWarning, jit
+from agnograd.static._jit_trace import ConcretizationTypeError
 
 __version__ = "0.2.0.dev0"
 
 __all__ = [
     "Adapter",
     "CompiledGraph",
+    "ConcretizationTypeError",
     "CopyWarning",
     "Device",
     "Function",
     "FunctionHook",
     "FunctionNode",
+    "JitWarning",
     "Parameter",
     "PrintHook",
     "TimerHook",

@@ -71,6 +71,19 @@ def test_api_reference_covers_the_public_names() -> None:
     assert ".. automodule:: agnograd.functions" in api
 
 
+def test_what_jit_raises_and_warns_is_a_public_name() -> None:
+    # Users catch and filter them: importable from agnograd, not from private modules.
+    import numpy as np
+
+    assert {"ConcretizationTypeError", "JitWarning"} <= set(agnograd.__all__)
+    with pytest.raises(agnograd.ConcretizationTypeError, match=r"^jit\(<lambda>\): float"):
+        agnograd.jit(lambda x: float(x[0]))(np.ones(2))
+    double = agnograd.jit(lambda x: x * 2.0, max_traces=1)
+    double(np.ones(1))
+    with pytest.warns(agnograd.JitWarning):
+        double(np.ones(2))
+
+
 def test_ci_script_runs_the_readme_commands_in_fresh_venvs() -> None:
     script = (ROOT / ".ci" / "run").read_text()
     assert script.startswith("#!/usr/bin/env bash\n")
