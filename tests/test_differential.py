@@ -8,7 +8,10 @@ namespace over NumPy (float64) and on array-api-compat's torch namespace (float6
 torch.autograd); the values of every step, the first-order gradients of a random
 weighted sum of them, and the second-order ones (the gradient of
 ``sum(grad * v)``: agnograd with ``enable_double_backprop=True``, torch with
-``create_graph=True``) must agree.
+``create_graph=True``) must agree. Among the steps are a user's ``FunctionNode``
+whose backward takes its functions from ``agnograd.namespace_of(gy)`` (raw arrays at
+first order, Variables at second), and products with raw arrays, which the namespace
+takes as constants; the inputs may be pickled or copied leaves.
 
 The number of examples follows the loaded hypothesis profile (``ci``: 10,
 derandomized).
@@ -16,6 +19,9 @@ derandomized).
 
 from __future__ import annotations
 
+import copy
+import math
+import pickle
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +37,31 @@ from agnograd.testing import strategies as ags
 torch = pytest.importorskip("torch")
 compat_torch = pytest.importorskip("array_api_compat.torch")
 
+
+class UserSin(agnograd.FunctionNode):
+    """``sin``, as a user writes it: its backward asks ``namespace_of`` for ``cos``."""
+
+    def forward(self, inputs):
+        self.retain_inputs((0,))
+        return (self.xp.sin(inputs[0]),)
+
+    def backward(self, target_input_indexes, grad_outputs):
+        (x,) = self.get_retained_inputs()
+        (gy,) = grad_outputs
+        return (gy * agnograd.namespace_of(gy).cos(x),)
+
+
+def _user_sin(xp: Any, a: Any) -> Any:
+    return xp.sin(a) if xp is compat_torch else UserSin().apply((a,))[0]
+
+
+def _times_raw(xp: Any, a: Any) -> Any:
+    """``a`` times a raw array of its library: a constant beside a Variable."""
+    shape = tuple(a.shape)
+    raw = np.linspace(-1.0, 1.0, max(math.prod(shape), 1)).reshape(shape)
+    return xp.multiply(a, torch.from_numpy(raw) if xp is compat_torch else raw)
+
+
 # Smooth everywhere and slow to grow, so that no example leaves the safe domain and
 # chained steps stay well conditioned.
 UNARY: dict[str, Callable[[Any, Any], Any]] = {
@@ -44,6 +75,8 @@ UNARY: dict[str, Callable[[Any, Any], Any]] = {
     "log1p(a*a)": lambda xp, a: xp.log1p(a * a),
     "sqrt(1+a*a)": lambda xp, a: xp.sqrt(1.0 + a * a),
     "1/(1+a*a)": lambda xp, a: 1.0 / (1.0 + a * a),
+    "user sin": _user_sin,
+    "times a raw array": _times_raw,
 }
 BINARY: dict[str, Callable[[Any, Any, Any], Any]] = {
     "add": lambda xp, a, b: xp.add(a, b),
@@ -187,6 +220,10 @@ def test_agnograd_agrees_with_torch_autograd(
 
     xp = agnograd.namespace(np)
     ours_in = [agnograd.Variable(a.copy()) for a in inputs]
+    copier = data.draw(st.sampled_from(["none", "pickle", "copy", "deepcopy"]), label="copy")
+    if copier != "none":  # a copy is a leaf of its own, with the same gradients
+        copied = {"pickle": lambda v: pickle.loads(pickle.dumps(v)), "copy": copy.copy}
+        ours_in = [copied.get(copier, copy.deepcopy)(v) for v in ours_in]
     ours = _run(xp, ours_in, program)
     theirs_in = [torch.tensor(a, requires_grad=True) for a in inputs]
     theirs = _run(compat_torch, theirs_in, program)
