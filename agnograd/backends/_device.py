@@ -435,18 +435,15 @@ def transfer(array: Any, device: Device, *, copy: bool | None = None, stream: An
 
 
 def _refuse_missing_dtype(array: Any, src: Adapter, device: Device, error: Exception) -> None:
-    """Raise an error that names the dtype when the destination library has none of
-    that name (NumPy and bfloat16): its importer says only "Unsupported dtype"."""
+    """Name the dtype the library lacks (NumPy's bfloat16): its importer does not."""
     name = dtype_name(array.dtype)
-    xp = device.xp
-    if hasattr(xp, name) or name in xp.__array_namespace_info__().dtypes():
-        return
-    raise TypeError(
-        f"transfer: the {src.name} array ({tuple(array.shape)}, {name}) cannot be moved to "
-        f"{device}: {device.backend} has no {name} dtype ({type(error).__name__}: "
-        f"{error}); cast it to one that {device.backend} has first (x.astype(float32) "
-        "holds bfloat16 and float16 values exactly)"
-    ) from error
+    if not hasattr(device.xp, name):
+        raise TypeError(
+            f"transfer: the {src.name} array ({tuple(array.shape)}, {name}) cannot be "
+            f"moved to {device}: {device.backend} has no {name} dtype "
+            f"({type(error).__name__}: {error}); cast it to one that {device.backend} has "
+            "first (x.astype(float32) holds bfloat16 and float16 values exactly)"
+        ) from error
 
 
 def _to_host(array: Any, adapter: Adapter) -> Any:
