@@ -8,12 +8,13 @@ NumPy's scalars, dtypes other than float32 and float64) are passed as they are.
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import agnograd
@@ -196,3 +197,98 @@ def test_an_array_made_under_a_torch_mode_is_not_kept() -> None:
     y = Variable(torch.ones(3)) * 0.25
     assert y.creator_node._operand.device.type == "cpu"
     _same(y.array, torch.ones(3) * 0.25)
+
+
+# -- every operator with every kind of Python number, on either side ----------------
+
+# The operators of a Variable and a Python number, as Python spells them.
+ALL_OPS = {**OPS, "**": operator.pow, "//": operator.floordiv, "%": operator.mod}
+# Values where results differ in a sign of zero: zeros, and tiny ones whose products
+# underflow.
+_PARTS = [0.0, -0.0, 1e-300, -1e-300, 1e-200, -1e-200, 1e-30, -1e-30, 2.5, -1.0]
+_ELEMENTS = st.one_of(st.sampled_from(_PARTS), st.floats())
+NUMBERS = st.one_of(
+    st.sampled_from([0, False, True, 0.0, -0.0, math.inf, -math.inf, math.nan]),
+    st.integers(-(2**62), 2**62),
+    st.floats(),
+    st.sampled_from(_PARTS),
+    st.complex_numbers(),
+    st.builds(complex, st.sampled_from(_PARTS), st.sampled_from(_PARTS)),
+)
+
+
+def _bits(a: Any) -> np.ndarray:
+    """The bits of an array's elements (NaN's payload left out: the libraries differ)."""
+    a = np.asarray(a)
+    if a.dtype.kind == "c":
+        a = np.stack([a.real, a.imag])
+    if a.dtype.kind == "f":
+        a = np.where(np.isnan(a), np.nan, a).view(f"u{a.itemsize}")
+    return a
+
+
+def _outcome(compute: Any) -> tuple[Any, ...]:
+    """What ``compute()`` gives: its dtype and bits, or the type of its error."""
+    try:
+        y = compute()
+    except Exception as error:  # what the library raises, agnograd must raise
+        return (type(error),)
+    y = y.array if isinstance(y, Variable) else y
+    a = np.asarray(y)
+    return (str(a.dtype), a.shape, _bits(a).tolist())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
+def test_an_operator_with_a_number_is_the_librarys_own(backend: Any, dtype: str) -> None:
+    """``x OP c`` and ``c OP x`` give the dtype, the bits (the sign of a zero too) or
+    the error of the library's own expression, eagerly and in define-then-run."""
+    if backend.name == "jax" and dtype in ("float64", "complex128"):
+        pytest.skip("JAX holds no 64-bit dtype outside its x64 mode")
+
+    # JAX compiles each operation anew for each number and shape: a few examples.
+    @settings(max_examples=3 if backend.name == "jax" else 25, deadline=None)
+    @given(reals=st.lists(_ELEMENTS, min_size=1, max_size=6),
+           imags=st.lists(_ELEMENTS, max_size=6), number=NUMBERS)  # fmt: skip
+    @example(reals=[-0.0], imags=[], number=0)  # x - 0 is -0.0, not x + -0
+    @example(reals=[-0.0], imags=[], number=False)
+    @example(reals=[1.0], imags=[-0.0], number=1.0)  # z - 1.0 keeps the imaginary -0.0
+    @example(reals=[2.5], imags=[1e-300], number=-1e-200)  # NumPy: c * z != z * c there
+    def check(reals: list[float], imags: list[float], number: Any) -> None:
+        values = np.asarray(reals)
+        if dtype.startswith("complex"):
+            values = values.astype(complex)  # the parts set apart: 1j * x mixes their signs
+            values.imag = np.resize(np.asarray(imags or [0.0]), values.shape)
+        with np.errstate(all="ignore"):
+            data = backend.asarray(values, dtype)
+            for symbol, op in ALL_OPS.items():
+                for reflected in (False, True):
+                    written = f"{number!r} {symbol} x" if reflected else f"x {symbol} {number!r}"
+
+                    def compute(x: Any, op: Any = op, reflected: bool = reflected) -> Any:
+                        return op(number, x) if reflected else op(x, number)
+
+                    def later(compute: Any = compute) -> Any:
+                        with agnograd.auto_forward(False):
+                            y = compute(Variable(data))
+                        y.forward()
+                        return y
+
+                    expected = _outcome(lambda compute=compute: compute(data))
+                    eager = _outcome(lambda compute=compute: compute(Variable(data)))
+                    assert eager == expected, f"{written} on {values!r}"
+                    assert _outcome(later) == expected, f"{written} in define-then-run"
+
+    check()
+
+
+@pytest.mark.parametrize("symbol", ["-", "*"])
+def test_a_compiled_plan_keeps_the_sign_of_a_zero(symbol: str) -> None:
+    # A plan writes the scalar nodes' expressions into its code: the same expressions.
+    data = np.asarray([-0.0, 2.5 + 1e-300j]) if symbol == "*" else np.asarray([-0.0, 1.0])
+    with agnograd.auto_forward(False):
+        x = Variable(data)
+        y = -1e-200 * x if symbol == "*" else x - 0
+    for _ in range(agnograd.config.compile_after + 2):
+        y.forward()
+    expected = -1e-200 * data if symbol == "*" else data - 0
+    assert _bits(y.array).tolist() == _bits(expected).tolist()

@@ -233,18 +233,19 @@ def specialise_operator(
     compute: str,
     scalar_node: type[FunctionNode],
     scalar_compute: str,
-    negate: bool,
     operand: bool = True,
+    reflected: bool = False,
 ) -> Any:
     """The function ``name(x1, x2)`` of a binary operator: ``node()`` applied to two
     arrays, whose forward is ``compute`` (of ``a1`` and ``a2``), or, where ``x2`` is
-    a Python scalar, ``scalar_node(value)`` applied to ``x1`` (``value`` is ``-x2``
-    with ``negate``), whose forward is ``scalar_compute`` of ``data`` and
-    ``operand``: what the library's operator takes for ``value``, the number or a
-    0-d array that stands for it, which the node keeps as ``_operand`` (None for
-    the number) for its backward. Without ``operand`` (``**``, which NumPy and
-    PyTorch compute otherwise with a 0-d array: ``t ** 2.0`` squares), ``operand``
-    is ``value``."""
+    a Python scalar, ``scalar_node(x2)`` applied to ``x1``, whose forward is
+    ``scalar_compute`` of ``data`` and ``operand``: what the library's operator takes
+    for the number ``value``, the number or a 0-d array that stands for it, which
+    the node keeps as ``_operand`` (None for the number) for its backward. Without
+    ``operand`` (``**``, which NumPy and PyTorch compute otherwise with a 0-d array:
+    ``t ** 2.0`` squares), ``operand`` is ``value``. A ``reflected`` operator
+    (``__rmul__``) has the Variable ``x1`` on the right: ``node()`` applies to
+    ``(x2, x1)``, and ``scalar_compute`` reads the number on the left."""
     parts = {"before": _OPERAND, "setup": "func._operand = None if operand is value else operand"}
     scalar = _own(
         _ONE,
@@ -253,7 +254,9 @@ def specialise_operator(
         "Scalar(value)",
         **(parts if operand else {"before": "operand = value"}),
     )
-    body = "if type(x2) in SCALARS:\n    x = x1\n    value = {}\n{}{}".format(
-        "-x2" if negate else "x2", textwrap.indent(scalar, "    "), _own(_TWO, node, compute)
+    body = "if type(x2) in SCALARS:\n    x = x1\n    value = x2\n{}{}{}".format(
+        textwrap.indent(scalar, "    "),
+        "x1, x2 = x2, x1\n" if reflected else "",
+        _own(_TWO, node, compute),
     )
     return _render(f"{name}(x1, x2, /)", body, Node=node, Scalar=scalar_node)

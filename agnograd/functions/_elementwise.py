@@ -142,6 +142,13 @@ class Sub(Operator):
         return tuple([gy if i == 0 else -gy for i in indexes])
 
 
+class SubConstant(WithScalar):
+    symbol = "-"
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return grad_outputs
+
+
 class SubFromConstant(WithScalar):
     symbol = "-"
     reflected = True
@@ -171,6 +178,13 @@ class MulConstant(WithScalar):
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         gy = grad_outputs[0]
         return (gy * self._times(gy),)
+
+
+class MulFromConstant(MulConstant):
+    """``value * x``: NumPy's complex product differs from ``x * value`` in the sign
+    of a zero (an underflow)."""
+
+    reflected = True
 
 
 class Div(Operator):
@@ -286,28 +300,34 @@ def _operator(
     node: type[Operator],
     scalar_node: type[WithScalar],
     *,
-    negate: bool = False,
     operand: bool = True,
 ) -> Any:
     """The function ``name(x1, x2)`` that applies ``node``, or ``scalar_node(x2)``
-    (``-x2`` with ``negate``) when ``x2`` is a Python scalar, on the fast path with
-    their operators written in (agnograd.core._fast)."""
-    assert not scalar_node.reflected, scalar_node
+    when ``x2`` is a Python scalar, on the fast path with their operators written in
+    (agnograd.core._fast). A reflected ``scalar_node`` makes the function of the
+    reflected operator (``__rmul__``): ``x2 * x1``, as the library computes it."""
+    scalar = f"data {node.symbol} operand"
+    if scalar_node.reflected:
+        scalar = f"operand {node.symbol} data"
     return specialise_operator(
         name,
         node,
         f"a1 {node.symbol} a2",
         scalar_node,
-        f"data {scalar_node.symbol} operand",
-        negate,
+        scalar,
         operand,
+        reflected=scalar_node.reflected,
     )
 
 
 # The operators of Variable call these directly (an array on the left, the hot path).
+# Each computes the expression it stands for, as the library would: ``x - 0`` is not
+# ``x + -0`` (the sign of a zero result differs), nor ``2.0 * z`` ``z * 2.0`` (NumPy's
+# complex product is not commutative in the sign of an underflow).
 _add = _operator("add", Add, AddConstant)
-_sub = _operator("subtract", Sub, AddConstant, negate=True)
+_sub = _operator("subtract", Sub, SubConstant)
 _mul = _operator("multiply", Mul, MulConstant)
+_rmul = _operator("rmultiply", Mul, MulFromConstant)
 _div = _operator("divide", Div, DivConstant)
 _pow = _operator("pow", Pow, PowConstant, operand=False)  # x ** 2.0 squares
 
@@ -405,7 +425,7 @@ def multiply(x1: Any, x2: Any, /) -> Variable:
     variable([3.])
     """
     if type(x1) in SCALARS:
-        x1, x2 = x2, x1
+        return _rmul(x2, x1)
     return _mul(x1, x2)
 
 

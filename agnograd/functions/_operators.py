@@ -56,7 +56,8 @@ def _scalar(convert: Any) -> Any:
 # -- arithmetic (`x * 2` is the hottest path of all: the node is made directly)
 add = radd = E._add
 sub = E._sub
-mul = rmul = E._mul
+mul = E._mul
+rmul = E._rmul
 truediv = E._div
 pow_ = E._pow
 matmul = F.matmul

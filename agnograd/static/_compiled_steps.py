@@ -34,7 +34,9 @@ from agnograd.functions._elementwise import (
     DivConstant,
     Mul,
     MulConstant,
+    MulFromConstant,
     Sub,
+    SubConstant,
     SubFromConstant,
 )
 from agnograd.static._buffers import _unlinked, set_node_data
@@ -275,7 +277,9 @@ _WITH_SCALAR: dict[type, tuple[str, str]] = {
     cls: (f"{{c}} {cls.symbol} {{x}}" if cls.reflected else f"{{x}} {cls.symbol} {{c}}", gradient)
     for cls, gradient in [
         (MulConstant, "gy * {c}"),
+        (MulFromConstant, "gy * {c}"),
         (AddConstant, "gy"),
+        (SubConstant, "gy"),
         (DivConstant, "gy / {c}"),
         (SubFromConstant, "-gy"),
     ]
