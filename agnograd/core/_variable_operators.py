@@ -5,11 +5,12 @@ through the core's extension point (those functions build on the differentiable
 functions, which build on ``Variable``). ``__hash__`` stays identity-based although
 ``==`` is elementwise, as for tensors.
 
-There are no in-place operators (``__iadd__``, ...): ``h += a`` falls back to
-``h = h + a`` and binds ``h`` to a new Variable, leaving every other name for the old
-one unchanged, as in Chainer and nnabla (the array API standard allows either).
-Writing into a Variable's data is explicit: ``x[key] = value``, ``x.d[...] = ...``,
-:meth:`~agnograd.Variable.copydata`.
+The in-place operators (``__iadd__``, ...) write nothing: ``h += a`` binds ``h`` to
+a new Variable, ``h + a``, leaving every other name for the old one unchanged, as in
+Chainer and nnabla (the array API standard allows either), and raises ``TypeError``
+where ``h + a`` has another dtype or shape than ``h``, as the standard asks of an
+in-place operator. Writing into a Variable's data is explicit: ``x[key] = value``,
+``x.d[...] = ...``, :meth:`~agnograd.Variable.copydata`.
 """
 
 from __future__ import annotations
@@ -111,6 +112,46 @@ class Operators:
 
     def __rrshift__(self, other: Any) -> Any:
         return _extension.operators.rrshift(self, other)
+
+    # In place: a new Variable of the same dtype and shape (see the module).
+    def __iadd__(self, other: Any) -> Any:
+        return _extension.operators.iadd(self, other)
+
+    def __isub__(self, other: Any) -> Any:
+        return _extension.operators.isub(self, other)
+
+    def __imul__(self, other: Any) -> Any:
+        return _extension.operators.imul(self, other)
+
+    def __itruediv__(self, other: Any) -> Any:
+        return _extension.operators.itruediv(self, other)
+
+    def __ifloordiv__(self, other: Any) -> Any:
+        return _extension.operators.ifloordiv(self, other)
+
+    def __imod__(self, other: Any) -> Any:
+        return _extension.operators.imod(self, other)
+
+    def __ipow__(self, other: Any) -> Any:
+        return _extension.operators.ipow(self, other)
+
+    def __imatmul__(self, other: Any) -> Any:
+        return _extension.operators.imatmul(self, other)
+
+    def __iand__(self, other: Any) -> Any:
+        return _extension.operators.iand(self, other)
+
+    def __ior__(self, other: Any) -> Any:
+        return _extension.operators.ior(self, other)
+
+    def __ixor__(self, other: Any) -> Any:
+        return _extension.operators.ixor(self, other)
+
+    def __ilshift__(self, other: Any) -> Any:
+        return _extension.operators.ilshift(self, other)
+
+    def __irshift__(self, other: Any) -> Any:
+        return _extension.operators.irshift(self, other)
 
     def __lt__(self, other: Any) -> Any:
         return _extension.operators.lt(self, other)

@@ -32,12 +32,15 @@ writes into a copy: its forwards run later, in an order that need not be the
 order of the program, so a write must not change what another node reads; there
 a write through a view does not reach its base (as on JAX).
 
-Augmented assignment does not write: ``Variable`` defines no ``__iadd__`` and
-friends, so ``h += a`` binds the name ``h`` to the new Variable ``h + a`` and every
-other name for the old one keeps its value and graph, as in Chainer and nnabla.
-(The array API standard lets ``+=`` either write or rebind, so array API code
-cannot rely on the write: JAX's arrays rebind.) Writing into data stays explicit:
-``x[key] = value``, ``x.d[...] = ...``, ``copydata``.
+Augmented assignment does not write: ``h += a`` (``Variable.__iadd__``, see
+:func:`inplace`) binds the name ``h`` to the new Variable ``h + a`` and every other
+name for the old one keeps its value and graph, as in Chainer and nnabla. (The
+array API standard lets ``+=`` either write or rebind, so array API code cannot
+rely on the write: JAX's arrays rebind.) What the standard does ask, that an
+in-place operator keep its left operand's dtype and shape, holds: ``int_h += 1.5``
+raises ``TypeError`` as in NumPy and PyTorch, so ``array_api_extra.at(h, i).add(1.5)``
+cannot truncate silently. Writing into data stays explicit: ``x[key] = value``,
+``x.d[...] = ...``, ``copydata``.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from typing import Any
 
 import array_api_compat
 
-from agnograd.backends._backend import SCALARS, raw_namespace
+from agnograd.backends._backend import SCALARS, known_shape, label, raw_namespace
 from agnograd.core import _versions
 from agnograd.core._config import AUTO_FORWARD, BACKPROP, MODE
 from agnograd.core._function import FunctionNode
@@ -451,23 +454,64 @@ def setitem(self: Variable, key: Any, value: Any) -> None:
         _rebase(self, views)  # written in place, into memory that others view
 
 
-def inplace(op: Any, name: str) -> Any:
-    """The function ``name`` (``"__iadd__"``, ...) of ``agnograd.functions._operators``: ``op``
-    itself, since ``x <op>= y`` binds ``x`` to ``op(x, y)``, a new Variable (see the
-    module); ``Variable`` defines no in-place operator that calls it.
+def _same_shape(before: Any, after: Any) -> bool:
+    """Whether two shapes are the same, as far as both are known (Dask's ``nan``)."""
+    if before is None or after is None:
+        return True
+    if len(before) != len(after):
+        return False
+    return all(a == b or not known_shape((a, b)) for a, b in zip(before, after, strict=True))
+
+
+def _operand_text(other: Any) -> str:
+    if isinstance(other, Variable):
+        return other._describe()
+    if type(other) in SCALARS:
+        return f"the {type(other).__name__} {other!r}"
+    dtype, shape = getattr(other, "dtype", None), getattr(other, "shape", None)
+    return f"an array ({label(None if shape is None else tuple(shape), dtype)})"
+
+
+def inplace(op: Any, symbol: str, name: str) -> Any:
+    """The function ``name`` of ``x <symbol>= y`` (``Variable.__iadd__``): ``op(x, y)``,
+    a new Variable that the name ``x`` is bound to (see the module), with ``x``'s
+    dtype and shape, or a ``TypeError`` where ``op`` changes either (the array API
+    standard's rule for in-place operators, as array-api-strict applies it: NumPy
+    and PyTorch refuse ``int_x += 1.5`` too, but cast ``float32_x += float64_y``).
 
     Examples
     --------
     >>> import numpy as np, agnograd
-    >>> from agnograd.functions import _operators
     >>> x = agnograd.Variable(np.ones(2))
-    >>> y = _operators.iadd(x, 1.0)
+    >>> y = x
+    >>> y += 1.0
     >>> y is x, x.array, y.array
     (False, array([1., 1.]), array([2., 2.]))
+    >>> n = agnograd.Variable(np.arange(2))
+    >>> n += 1.5  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    TypeError: x += y (__iadd__): Variable ((2), int64, numpy) + the float 1.5 gives ...
     """
 
     def method(self: Variable, other: Any) -> Any:
-        return op(self, other)
+        out = op(self, other)
+        if out is NotImplemented:
+            return out
+        before, after = self.dtype, out.dtype
+        # (`is None`: NumPy's dtypes equal None, its default float64)
+        kept = before is None or after is None or after == before
+        if not (kept and _same_shape(self.shape, out.shape)):
+            raise TypeError(
+                f"x {symbol}= y ({name}): {self._describe()} {symbol} {_operand_text(other)} "
+                f"gives ({out.label}), but an in-place operator keeps the shape and dtype of "
+                f"its left operand, ({self.label}): the array API standard's rule for "
+                "in-place operators (array-api-strict's; NumPy and PyTorch refuse a change "
+                "of kind, int_x += 1.5, too). Write "
+                f"x = x {symbol} y for a new Variable of the promoted dtype or broadcast "
+                "shape, or convert y first (xp.astype(y, x.dtype))"
+            )
+        return out
 
-    method.__name__ = name
+    method.__name__ = method.__qualname__ = name
     return method
