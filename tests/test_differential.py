@@ -2,7 +2,8 @@
 
 Hypothesis builds a program over the array API: a few inputs of small shapes that
 broadcast together, then a few steps, each an elementwise function with a safe
-domain (unary, or binary with broadcasting), a sum or mean, a reshape or
+domain (unary, or binary with broadcasting), an operator or augmented assignment
+with a Python number (``c - a``, ``a -= c``), a sum or mean, a reshape or
 permute_dims, or a matmul where the shapes allow. The program runs on agnograd's
 namespace over NumPy (float64) and on array-api-compat's torch namespace (float64,
 torch.autograd); the values of every step, the first-order gradients of a random
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import math
+import operator
 import pickle
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -85,6 +87,32 @@ BINARY: dict[str, Callable[[Any, Any, Any], Any]] = {
     "divide": lambda xp, a, b: xp.divide(a, 1.5 + xp.sin(b)),  # denominator in [0.5, 2.5]
     "pow": lambda xp, a, b: xp.pow(1.0 + a * a, xp.tanh(b)),
 }
+
+
+def _augmented(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    def step(a: Any, c: Any) -> Any:
+        h = a * 1.0  # torch's += writes into h, agnograd's binds h anew
+        h = op(h, c)
+        return h
+
+    return step
+
+
+# A Python number on either side of an operator, or in an augmented assignment.
+NUMBER_STEPS: dict[str, Callable[[Any, Any], Any]] = {
+    "a + c": operator.add,
+    "c + a": lambda a, c: c + a,
+    "a - c": operator.sub,
+    "c - a": lambda a, c: c - a,
+    "a * c": operator.mul,
+    "c * a": lambda a, c: c * a,
+    "a / c": operator.truediv,
+    "a += c": _augmented(operator.iadd),
+    "a -= c": _augmented(operator.isub),
+    "a *= c": _augmented(operator.imul),
+    "a /= c": _augmented(operator.itruediv),
+}
+NUMBERS = (0, 2, -1, True, False, 0.5, 0.0, -0.0, -1.5)
 REDUCTIONS = ("sum", "mean")
 RTOL, ATOL = 1e-7, 1e-9
 
@@ -103,6 +131,8 @@ class Step:
             return UNARY[self.op](xp, a)
         if self.op in BINARY:
             return BINARY[self.op](xp, a, values[self.args[1]])
+        if self.op in NUMBER_STEPS:
+            return NUMBER_STEPS[self.op](a, self.params[0])
         if self.op in REDUCTIONS:
             axis, keepdims = self.params
             return getattr(xp, self.op)(a, axis=axis, keepdims=keepdims)
@@ -143,7 +173,7 @@ def steps(draw: st.DrawFn, shapes: list[tuple[int, ...]]) -> Step:
     """One step over values of ``shapes``; appends the result's shape to ``shapes``."""
     i = draw(st.integers(0, len(shapes) - 1))
     shape = shapes[i]
-    kinds = ["unary", "binary", "reduction", "reshape"]
+    kinds = ["unary", "binary", "number", "reduction", "reshape"]
     if len(shape) >= 2:
         kinds.append("permute_dims")
     if shape:
@@ -154,6 +184,11 @@ def steps(draw: st.DrawFn, shapes: list[tuple[int, ...]]) -> Step:
     elif kind == "binary":
         partners = [j for j, s in enumerate(shapes) if _broadcastable(shape, s)]
         step = Step(draw(st.sampled_from(sorted(BINARY))), (i, draw(st.sampled_from(partners))))
+    elif kind == "number":
+        op = draw(st.sampled_from(sorted(NUMBER_STEPS)))
+        numbers = [c for c in NUMBERS if not ("/" in op and c == 0)]  # no division by 0
+        numbers = [c for c in numbers if not ("-" in op and type(c) is bool)]  # torch: no
+        step = Step(op, (i,), (draw(st.sampled_from(numbers)),))
     elif kind == "reduction":
         axis = draw(st.none() | st.integers(-len(shape), len(shape) - 1)) if shape else None
         step = Step(draw(st.sampled_from(REDUCTIONS)), (i,), (axis, draw(st.booleans())))
