@@ -419,6 +419,37 @@ def test_a_second_backward_uses_what_the_first_recomputed(
         assert_same(backend, compile_after, got, expected)
 
 
+@pytest.mark.parametrize(
+    "twice",
+    [lambda h: h * h, lambda h: h @ h, lambda h: F.maximum(h, h)],
+    ids=["mul", "matmul", "maximum"],
+)
+@pytest.mark.parametrize("options", [{}, {"clear_no_need_grad": True}], ids=str)
+def test_a_recomputed_variable_that_one_function_reads_twice(
+    backend: Any,
+    compile_after: int | None,
+    twice: Callable[[Variable], Variable],
+    options: dict[str, Any],
+) -> None:
+    """The function keeps the marked array at two places of its saved inputs: both
+    are computed again."""
+    rng = np.random.default_rng(3)
+    data = rng.normal(size=(3, 3))
+    results = []
+    for marked in (False, True):
+        x = Variable(backend.asarray(data), requires_grad=True)
+        with agnograd.auto_forward(False):
+            h = F.tanh(x)
+            h.recompute = marked
+            y = F.sum(twice(h))
+        for _ in range(2):  # with compile_after=0, the second run is the plan's
+            x.cleargrad()
+            y.forward(**options)
+            y.backward()
+        results.append(backend.to_numpy(x.grad).copy())
+    assert_same(backend, compile_after, results[1], results[0])
+
+
 def test_grad_and_double_backprop_recompute(backend: Any, compile_after: int | None) -> None:
     (x, w, _b), y = network(backend, True)
     (px, pw, _pb), plain = network(backend, False)

@@ -230,7 +230,11 @@ def _recompute(targets: list[tuple[FunctionNode, int]], func: FunctionNode) -> l
     for f in order:
         for node in f.inputs or ():
             reads[node] = reads.get(node, 0) + 1
-    wanted = {(f, j): k for k, (f, j) in enumerate(targets)}
+    # A node kept at several places (``h * h`` keeps ``h`` twice) is one target per
+    # place, computed once.
+    wanted: dict[tuple[FunctionNode, int], list[int]] = {}
+    for k, target in enumerate(targets):
+        wanted.setdefault(target, []).append(k)
     wanted_nodes = {ref() for f, j in targets if (ref := (f.outputs or ())[j]) is not None}
     results: list[Any] = [None] * len(targets)
     values = dict(found)
@@ -245,8 +249,7 @@ def _recompute(targets: list[tuple[FunctionNode, int]], func: FunctionNode) -> l
             )
             raise
         for j, (ref, y) in enumerate(zip(f.outputs or (), outputs, strict=True)):
-            k = wanted.get((f, j))
-            if k is not None:
+            for k in wanted.get((f, j), ()):
                 results[k] = y
             out = ref()
             if out is None:
