@@ -49,6 +49,24 @@ class Fuse(FunctionNode):
         return (grad_outputs[0] * 2.0,)
 
 
+class Accumulates(FunctionNode):
+    """``3 x``, whose gradient ``backward_accumulate`` adds to what its input has so
+    far; its ``backward``, which the engine does not call where
+    ``backward_accumulate`` is defined, raises."""
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (inputs[0] * 3.0,)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        raise AssertionError("Accumulates.backward: the engine calls backward_accumulate")
+
+    def backward_accumulate(
+        self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...], grad_inputs: tuple[Any, ...]
+    ) -> tuple[Any, ...]:
+        (gy,), (g,) = grad_outputs, grad_inputs
+        return (gy * 3.0 if g is None else g + gy * 3.0,)
+
+
 def no_jax(backend: Any) -> None:
     if backend.name == "jax":
         pytest.skip("a plan's backward on JAX is an XLA program: no Python runs in it to raise")
@@ -66,10 +84,13 @@ def blowing(error: BaseException) -> Iterator[None]:
 
 
 def mlp(x: Any, w1: Any, w2: Any) -> Any:
-    """A small network with a custom node between its layers."""
+    """A small network with custom nodes between its layers: one that raises on
+    request, and one that adds its gradient to what its input has from the branch
+    beside it (``backward_accumulate``)."""
     h = F.tanh(x @ w1 + 0.5)
     (h,) = Fuse().apply((h,))
-    return F.sum(F.exp(F.tanh(h @ w2)) * h[:, :2])
+    (t,) = Accumulates().apply((h,))
+    return F.sum(F.exp(F.tanh(t @ w2)) * h[:, :2])
 
 
 def inputs(backend: Any, batch: int = 3, seed: int = 0) -> list[np.ndarray]:
@@ -157,6 +178,60 @@ def test_a_refused_seed_leaves_the_plans_forward_for_a_good_one(backend):
         plan.backward(["not an array"])
     plan.backward()
     close(backend, vs[0].grad, eager(backend, inputs(backend))[1][0])
+
+
+# -- nodes that override backward_accumulate ------------------------------------------
+
+
+class Marked(FunctionNode):
+    """``x1 + 2 x2``, whose ``backward_accumulate`` adds 1000 to each gradient it
+    returns, which its ``backward`` does not: the engine calls the first."""
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (inputs[0] + 2.0 * inputs[1],)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (gy,) = grad_outputs
+        return tuple([gy if i == 0 else 2.0 * gy for i in indexes])
+
+    def backward_accumulate(
+        self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...], grad_inputs: tuple[Any, ...]
+    ) -> tuple[Any, ...]:
+        gxs = self.backward(indexes, grad_outputs)
+        return tuple(
+            [gx + 1000.0 if g is None else g + gx + 1000.0 for gx, g in zip(gxs, grad_inputs)]  # noqa: B905
+        )
+
+
+@pytest.mark.parametrize("path", ["eager", "walk", "plan", "compile"])
+@pytest.mark.parametrize("twice", [False, True], ids=["x_and_w", "x_twice"])
+def test_a_plan_calls_backward_accumulate_where_the_engine_does(backend, path, twice):
+    """The gradient so far of ``x`` (from ``+ x``) goes into ``backward_accumulate``;
+    given at two places, at the first only (as in Chainer)."""
+    x = backend.variable([1.0, 2.0])
+    w = backend.variable([0.5, -1.0])
+    with (
+        agnograd.auto_forward(path == "eager"),
+        agnograd.using_config("compile_after", None if path == "walk" else 0),
+    ):
+        (u,) = Marked().apply((x, x if twice else w))
+        y = F.sum(u * 3.0 + x)
+        plan = compile_graph(y) if path == "compile" else None
+        for _ in range(1 if path == "eager" else 3):  # with "plan", runs 2 and 3 run it
+            x.cleargrad()
+            w.cleargrad()
+            if plan is not None:
+                plan.run()
+            elif path != "eager":
+                y.forward()
+                y.backward()
+            else:
+                y.backward()
+            # x: 1 from "+ x", then 3 and 1000 added by backward_accumulate at the
+            # first place, 6 and 1000 at the second
+            close(backend, x.grad, np.full(2, 2010.0 if twice else 1004.0))
+            if not twice:
+                close(backend, w.grad, np.full(2, 1006.0))
 
 
 # -- the engine after a plan's forward -------------------------------------------------

@@ -134,12 +134,10 @@ def _run(
                 _extension.define_then_run.restore(func)
             if func._plain_backward and not special:
                 gxs = func.backward(indexes, gys)
-            elif special or func._local_hooks or func.backward_receives_variables:
+            elif special:
                 gxs = _call_backward(func, in_nodes, indexes, gys, double, False, grads)
-            elif func._defined_outside:  # a user's node: refusing arrays, accumulation
-                gxs = _call_outside(func, in_nodes, indexes, gys, grads)
-            else:  # its own hooks, added and deleted since
-                gxs = func.backward(indexes, gys)
+            else:
+                gxs = node_backward(func, in_nodes, indexes, gys, grads)
         except Exception as error:
             if function_symbolic.get():
                 raise GradientNeedsDataError(
@@ -292,6 +290,32 @@ _NAMESPACE_HINT = (
 # The indexes of the inputs that require a gradient, for nodes of one or two inputs.
 _ONE = (0,)
 _INDEXES = {(True, True): (0, 1), (True, False): _ONE, (False, True): (1,), (False, False): ()}
+
+
+def node_backward(
+    func: FunctionNode,
+    in_nodes: tuple[VariableNode, ...],
+    indexes: tuple[int, ...],
+    gys: tuple[Any, ...],
+    grads: dict[VariableNode, Any],
+) -> Any:
+    """The gradients of ``func``'s target inputs (``indexes``), computed as the loop
+    computes them in ordinary backprop while no hook is set for every function:
+    ``backward`` on arrays for agnograd's nodes, and what the other nodes ask for
+    (Variables, their own hooks, ``backward_accumulate``).
+
+    ``grads`` holds the gradients the inputs have so far; for a node that overrides
+    ``backward_accumulate``, those of its target inputs are taken out of it, and
+    what it returns includes them. Compiled plans call this for every node whose
+    backward they do not write out, so that they call what the engine calls.
+    """
+    if func._plain_backward:
+        return func.backward(indexes, gys)
+    if func._local_hooks or func.backward_receives_variables:
+        return _call_backward(func, in_nodes, indexes, gys, False, False, grads)
+    if func._defined_outside:  # a user's node: refusing arrays, accumulation
+        return _call_outside(func, in_nodes, indexes, gys, grads)
+    return func.backward(indexes, gys)  # its own hooks, added and deleted since
 
 
 def _call_backward(

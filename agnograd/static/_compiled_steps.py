@@ -17,12 +17,11 @@ from agnograd.core import _versions
 from agnograd.core._config import graph_mode
 from agnograd.core._engine import _leaf_lock, _quiet
 from agnograd.core._engine_loop import (
-    _call_backward,
     _cast,
     _gradient_tuple,
     _of_targets,
-    _refuses,
     _sum_to,
+    node_backward,
 )
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
@@ -384,6 +383,11 @@ def _accumulate(k: int, state: dict[int, str]) -> list[str]:
     return [f"prev = g[{k}]", f"g[{k}] = gx if prev is None else prev + gx"]
 
 
+# The gradients so far given to the nodes that do not read them (all but those that
+# override backward_accumulate).
+_NO_GRADIENTS: dict[VariableNode, Any] = {}
+
+
 def _generic_backward(
     func: FunctionNode,
     indexes: tuple[int, ...],
@@ -393,12 +397,13 @@ def _generic_backward(
 ) -> Step:
     """What the engine does for one node, with its slots, targets and the checks
     that the compile could not settle bound (and, with ``frees``, what the engine's
-    ``clear_buffer`` does for the node afterwards)."""
+    ``clear_buffer`` does for the node afterwards). The node's backward is called by
+    the engine's own :func:`node_backward`."""
     in_nodes = func.inputs or ()
-    backward = func.backward
     targets: list[Any] = [(i, ins[i], in_nodes[i].shape, in_nodes[i].dtype) for i in indexes]
-    calls_hooks = bool(func._local_hooks) or func.backward_receives_variables
-    outside = func._defined_outside
+    # The target inputs and their gradient slots, for a node that overrides
+    # backward_accumulate, which takes their gradients so far.
+    so_far = [(in_nodes[i], ins[i]) for i in indexes]
 
     def step(buf: list[Any], g: list[Any]) -> None:
         gys = tuple([None if k is None else g[k] for k in outs])
@@ -407,12 +412,15 @@ def _generic_backward(
         for k in outs:
             if k is not None:
                 g[k] = None
-        if calls_hooks:
-            gxs = _call_backward(func, in_nodes, indexes, gys)
-        elif outside and _refuses(func.xp, gys):
-            gxs = _call_backward(func, in_nodes, indexes, gys, False, True)
+        if func._accumulates:
+            # The slots as the engine's gradients by node: what the node takes out
+            # of them leaves its slot empty, and what it returns fills it again.
+            grads = {node: g[k] for node, k in so_far if g[k] is not None}
+            gxs = node_backward(func, in_nodes, indexes, gys, grads)
+            for node, k in so_far:
+                g[k] = grads.get(node)
         else:
-            gxs = backward(indexes, gys)
+            gxs = node_backward(func, in_nodes, indexes, gys, _NO_GRADIENTS)
         if frees:
             func._saved_inputs = func._saved_outputs = None
         if gxs.__class__ is not tuple:
