@@ -737,3 +737,142 @@ def test_the_engine_checks_the_versions_a_torch_plan_recorded() -> None:
     # agnograd.grad walks the graph with the engine, after the plan's forward
     with pytest.raises(RuntimeError, match="was overwritten in place after the forward used it"):
         agnograd.grad([y], [x, w])
+
+
+# -- what the plan keeps and frees: what the walk keeps and frees -------------------------
+
+
+def _two_outputs(x: Variable, w: Variable, kind: int) -> list[Variable]:
+    """Two outputs of one graph that share intermediate results (``kind`` 0, 1, 3),
+    or that read one output each of a function of two (``kind`` 2)."""
+    if kind == 0:
+        h = F.tanh(x * w)
+        return [F.sum(F.exp(h)), F.sum(F.sin(h) * w)]
+    if kind == 1:
+        h = F.tanh(x * w)
+        e = F.exp(h)
+        return [F.sum(e * h), F.sum(e)]
+    if kind == 2:
+        a, b = F.split_axis(F.tanh(x * w), 2, axis=0)
+        return [F.sum(F.exp(a) * b), F.sum(b * 2.0)]
+    h = F.sin(x) * 2.0
+    return [F.sum(h * w), F.sum(h)]
+
+
+def _kept(outputs: list[Variable]) -> list[tuple[str, tuple[bool, ...], int, int]]:
+    """What the graph behind ``outputs`` holds: for each function, which of its
+    outputs have an array, and how many arrays it keeps for its backward."""
+    state = []
+    for f in agnograd.core._graph.functions_of([y._node for y in outputs]):
+        data = tuple(r() is not None and r().data is not None for r in f.outputs)
+        held = [
+            sum(a is not None for a in saved or ()) for saved in (f._saved_inputs, f._saved_outputs)
+        ]
+        state.append((f.label, data, *held))
+    return state
+
+
+FORWARDS = [{}, {"clear_no_need_grad": True}, {"clear_buffer": True}]
+BACKWARDS = [{}, {"clear_buffer": True}]
+
+
+def _play(backend: Any, kind: int, actions: list[tuple[Any, ...]], after: int | None) -> list[Any]:
+    """Run ``actions`` on a new graph of ``_two_outputs``; after each, what the graph
+    keeps, the leaves' gradients, or the type of the error it raised."""
+    with agnograd.using_config("compile_after", after):
+        x = backend.variable(np.linspace(-1.0, 1.0, 8).reshape(4, 2))
+        w = backend.variable(np.full((4, 2), 0.5))
+        with agnograd.auto_forward(False):
+            outputs = _two_outputs(x, w, kind)
+        log: list[Any] = []
+        for what, *args in actions:
+            try:
+                if what == "forward":
+                    outputs[args[0]].forward(**FORWARDS[args[1]])
+                elif what == "backward":
+                    outputs[args[0]].backward(**BACKWARDS[args[1]])
+                elif what == "need_grad":
+                    (x, w)[args[0]].need_grad = args[1]
+                else:
+                    x.cleargrad()
+                    w.cleargrad()
+            except RuntimeError as error:  # a backward after clear_buffer
+                log.append(type(error))
+                continue
+            grads = [None if v.grad is None else backend.to_numpy(v.grad) for v in (x, w)]
+            log.append((_kept(outputs), grads))
+        return log
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_plan_keeps_and_frees_the_arrays_the_walk_does(backend, seed):
+    """Random runs of two outputs of one graph, forward and backward in every mode,
+    with leaves' ``need_grad`` switched between them: after each step the graph holds
+    the same arrays, walked or run by plans, and the gradients are the same."""
+    rng = np.random.default_rng(seed)
+    for _ in range(25):
+        kind = int(rng.integers(4))
+        actions: list[tuple[Any, ...]] = []
+        for _ in range(int(rng.integers(3, 12))):
+            r = rng.random()
+            if r < 0.4:
+                actions.append(("forward", int(rng.integers(2)), int(rng.integers(3))))
+            elif r < 0.75:
+                actions.append(("backward", int(rng.integers(2)), int(rng.integers(2))))
+            elif r < 0.85:
+                actions.append(("need_grad", int(rng.integers(2)), bool(rng.random() < 0.5)))
+            else:
+                actions.append(("cleargrad",))
+        walked = _play(backend, kind, actions, None)
+        planned_ = _play(backend, kind, actions, 0)
+        for i, (walk, plan) in enumerate(zip(walked, planned_, strict=True)):
+            where = f"graph {kind}, after {actions[: i + 1]}"
+            if isinstance(walk, type) or isinstance(plan, type):
+                assert walk == plan, where
+                continue
+            assert plan[0] == walk[0], where
+            for got, want in zip(plan[1], walk[1], strict=True):
+                assert (got is None) == (want is None), where
+                if want is not None:
+                    close(backend, got, want)
+
+
+def test_a_plan_frees_an_intermediate_that_another_outputs_forward_computed():
+    x = Variable(np.array([0.5, 1.0]))
+    with agnograd.auto_forward(False):
+        h = F.tanh(x)
+        y0, y1 = F.sum(F.exp(h)), F.sum(F.sin(h))
+    y0.forward(clear_no_need_grad=True)  # a plan, which frees h
+    y1.forward()  # a plan of the other output, which keeps it
+    assert h.d is not None
+    y0.forward(clear_no_need_grad=True)
+    assert h.d is None  # as the walk frees it
+
+
+def test_after_need_grad_is_unset_clear_buffer_frees_what_the_engine_frees():
+    x = Variable(np.array([0.5, 1.0]))
+    w = Variable(np.array([2.0, 3.0]))
+    with agnograd.auto_forward(False):
+        e = F.exp(F.tanh(x))
+        y = F.sum(e * w)
+    y.forward()
+    y.backward()
+    x.need_grad = False  # e still requires a gradient: the engine runs exp's backward
+    for _ in range(4):  # walks, then a plan made again
+        w.cleargrad()
+        y.forward()
+        y.backward(clear_buffer=True)
+        assert e.creator_node._saved_outputs is None
+        np.testing.assert_allclose(w.grad, np.exp(np.tanh([0.5, 1.0])))
+
+
+def test_a_plans_backward_after_another_outputs_clearing_backward_fails_as_the_walk():
+    x = Variable(np.array([0.5, 1.0]))
+    with agnograd.auto_forward(False):
+        h = F.tanh(x)
+        y0, y1 = F.sum(F.exp(h)), F.sum(F.sin(h))
+    y1.forward()
+    y0.forward()  # a plan, whose forward keeps what tanh's backward reads
+    y1.backward(clear_buffer=True)  # which frees it
+    with pytest.raises(RuntimeError, match="no retained outputs"):
+        y0.backward()

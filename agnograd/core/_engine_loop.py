@@ -71,6 +71,8 @@ def _run(
     flow on through the targets' creators where those lie between the seeds and
     other targets.
     """
+    if clear_buffer:
+        count_clear()
     grads: dict[VariableNode, Any] = {}
     heap: list[tuple[int, int, FunctionNode]] = []  # (-rank, order queued, node)
     order = itertools.count()
@@ -197,6 +199,18 @@ def _run(
         collected.update((node, g) for node, g in grads.items() if node in targets)
         return collected
     return grads
+
+
+#: Backward passes so far that freed what the graph kept for them (``clear_buffer``),
+#: the engine's and compiled plans': a plan's forward that ran before one of them
+#: no longer has what the walk would have (it may have shared a function with it).
+clears = 0
+
+
+def count_clear() -> None:
+    """Count one backward pass with ``clear_buffer`` (see :data:`clears`)."""
+    global clears
+    clears += 1
 
 
 #: Function nodes whose forward kept arrays for backward that define-then-run

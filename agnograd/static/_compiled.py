@@ -35,7 +35,7 @@ from agnograd.core import _graph, _versions
 from agnograd.core._config import HOOKS, MODE
 from agnograd.core._engine import _seed
 from agnograd.core._engine import backward as engine_backward
-from agnograd.core._engine_loop import _cast
+from agnograd.core._engine_loop import _cast, count_clear
 from agnograd.core._graph import functions_of
 from agnograd.core._variable import Variable, clear_node_data
 from agnograd.core._variable_node import VariableNode
@@ -220,8 +220,10 @@ class CompiledGraph:
             keep = self._keep
             forward_all(self.outputs, keep == CLEAR, keep == NO_NEED_GRAD)
             return
-        if self._keep == ALIVE and self._forwards != _define_then_run.forwards:
-            self._clear(backward=False)  # what a walk since the last run left: stale
+        if self._forwards != _define_then_run.forwards:
+            # What another forward since this plan's last (a walk, another plan of
+            # this graph or of one sharing nodes with it) left that this mode frees.
+            self._clear(backward=False)
         count_forward()
         self._forwards = _define_then_run.forwards
         if self._lowered is not None:  # one XLA program (JAX)
@@ -390,8 +392,9 @@ class CompiledGraph:
             for f in self._unsaving:
                 f._saved_inputs = f._saved_outputs = None
             return
+        count_clear()
         slots = self._published_slots
-        for f in self._order:
+        for f in self._cleared:
             f._saved_inputs = f._saved_outputs = None
             for ref in f.outputs or ():
                 out = ref()
@@ -470,6 +473,14 @@ class CompiledGraph:
         indexes = _needed_inputs(funcs)
         order, grad_leaves = _backward_order(outs, indexes)
         self._order = order
+        # The functions whose backward the engine runs, whose arrays its clear_buffer
+        # frees: also those that lead only to leaves that need no gradient now (a
+        # leaf gone, or set need_grad=False after the graph was built), which the
+        # plan's backward leaves out.
+        wanted = {
+            f: tuple([i for i, x in enumerate(f.inputs or ()) if x.requires_grad]) for f in funcs
+        }
+        self._cleared = order if wanted == indexes else _backward_order(outs, wanted)[0]
 
         # The outputs receive their arrays from forward(), through weak references;
         # the other nodes computed are published by the generated code, or cleared.
@@ -477,6 +488,9 @@ class CompiledGraph:
         output_set = set(outs)
         self._output_publish = [(slot_of[n], weakref.ref(n)) for n in outs if n.creator_node]
         self._nodes = [n for n in slot_of if n.creator_node is not None and n not in output_set]
+        # The walk frees a node's array after its last reader: one that no function of
+        # the graph reads (an output of a function of two, unused) keeps its array.
+        read = {node for f in funcs for node in f.inputs or ()}
         published = [
             (slot_of[n], n)
             for n in self._nodes
@@ -484,6 +498,7 @@ class CompiledGraph:
             or n.persistent
             or n in _unlinked
             or (keep == ALIVE and n._variable() is not None)
+            or (keep != ALIVE and n not in read)
         ]
         self._published = published
         self._published_slots = {n: k for k, n in published}

@@ -31,7 +31,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from agnograd.core import _extension
+from agnograd.core import _engine_loop, _extension
 from agnograd.core._config import config
 from agnograd.core._graph import functions_of
 from agnograd.core._hooks import callbacks  # also Variable.backward's
@@ -54,7 +54,7 @@ LARGEST = 20_000
 class _Replays:
     """What ``y.forward()`` knows of the graph behind one output node."""
 
-    __slots__ = ("mode", "plans", "runs", "shaped", "thread", "threshold", "waiting")
+    __slots__ = ("plans", "runs", "shaped", "thread", "threshold", "waiting")
 
     def __init__(self, threshold: int) -> None:
         # By mode (forward's options) and input signature, oldest first.
@@ -63,13 +63,13 @@ class _Replays:
         # None until a plan knows the graph's inputs.
         self.runs: dict[tuple[str, Any], int] = {}
         self.threshold = threshold
-        self.mode: str | None = None  # that of the last forward
         # The signature whose shapes the graph's nodes hold: the last run's, which
         # set them (a walk) or inferred them (a plan made or run for another one).
         self.shaped: Any = None
-        # The plan whose forward ran last, with the count of forwards then: a backward
-        # may use its arrays while no other forward ran.
-        self.waiting: tuple[CompiledGraph, int] | None = None
+        # The plan whose forward ran last, with the counts of forwards and of clearing
+        # backwards then: a backward may use its arrays while no other forward ran,
+        # and no backward freed what a walk would have kept for it.
+        self.waiting: tuple[CompiledGraph, int, int] | None = None
         # Plans hold one run's arrays: the thread that made them alone runs them,
         # the others walk (which is exact).
         self.thread = threading.get_ident()
@@ -141,11 +141,8 @@ def forward(
         if state.shaped != key[1]:  # nodes' shapes, which some functions read, are another's
             plan._infer()
             state.shaped = key[1]
-        if state.mode != mode:
-            plan._clear(backward=False)  # what the last mode's forward left
         plan._forward()
-        state.waiting = (plan, _define_then_run.forwards)
-    state.mode = mode
+        state.waiting = (plan, _define_then_run.forwards, _engine_loop.clears)
 
 
 def _compiled(var: Variable, mode: str) -> CompiledGraph | None:
@@ -168,10 +165,19 @@ def backward(var: Variable, grad: Any, clear_buffer: bool) -> bool:
     state = _replays.get(var._node)
     if state is None or state.waiting is None or state.thread != threading.get_ident():
         return False
-    plan, forwards = state.waiting
+    plan, forwards, clears = state.waiting
     state.waiting = None
-    if forwards != _define_then_run.forwards or not plan._forwarded or not plan._fits_graph():
-        return False  # another forward ran, or the graph changed, since the plan's
+    if (
+        forwards != _define_then_run.forwards
+        or clears != _engine_loop.clears
+        or not plan._forwarded
+        or not plan._fits_graph()
+    ):
+        # Another forward ran, a backward freed what the graph kept, or the graph
+        # changed, since the plan's forward: the engine does what the walk does, and
+        # the plan holds no array of its forward that the graph no longer holds.
+        plan._discard()
+        return False
     plan.backward(None if grad is None else [grad], clear_buffer=clear_buffer)
     return True
 
