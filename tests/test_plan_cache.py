@@ -24,6 +24,7 @@ import pytest
 import agnograd
 import agnograd.functions as F
 from agnograd import FunctionNode, Variable
+from agnograd.core._graph import functions_of
 from agnograd.static import _replay
 from agnograd.static._compiled import compile as compile_graph
 
@@ -763,7 +764,7 @@ def _kept(outputs: list[Variable]) -> list[tuple[str, tuple[bool, ...], int, int
     """What the graph behind ``outputs`` holds: for each function, which of its
     outputs have an array, and how many arrays it keeps for its backward."""
     state = []
-    for f in agnograd.core._graph.functions_of([y._node for y in outputs]):
+    for f in functions_of([y._node for y in outputs]):
         data = tuple(r() is not None and r().data is not None for r in f.outputs)
         held = [
             sum(a is not None for a in saved or ()) for saved in (f._saved_inputs, f._saved_outputs)
