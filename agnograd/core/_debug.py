@@ -10,18 +10,27 @@ off: ``FunctionNode.apply`` and the engine call :func:`check_forward` and
   returns, raises ``RuntimeError`` naming the function and that stack (Chainer's
   checks);
 - an error raised during ``Variable.backward`` names the function whose backward ran
-  last, with its stack ("Stacktrace of the function is below").
+  last, with its stack ("Stacktrace of the function is below");
+- each array that a function keeps for its backward, of a library that counts no
+  writes of its own (NumPy, array-api-strict, CuPy), is fingerprinted when the
+  function runs, and its backward raises if the array changed since: a write into
+  it or any view of its memory that agnograd does not see (``v.array[0] = 1``),
+  which outside debug mode goes unnoticed. PyTorch counts every write itself, so
+  there agnograd catches them all in any mode.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import traceback
 import weakref
 from collections.abc import Iterable
 from typing import Any
 
-from agnograd.backends._backend import is_array, is_wrapper, raw_namespace
+import numpy
+
+from agnograd.backends._backend import adapter_for, is_array, is_wrapper, raw_namespace
 from agnograd.core import _config
 
 # Where each function node was called from, while debug mode was on.
@@ -77,6 +86,7 @@ class DebugHook:
 
     def backward_preprocess(self, function: Any, in_nodes: Any, out_grad: Any) -> None:
         _current.function = weakref.ref(function)
+        check_fingerprints(function)
 
     def backward_postprocess(self, function: Any, in_nodes: Any, out_grad: Any) -> None:
         pass
@@ -106,6 +116,85 @@ def _check(function: Any, arrays: Iterable[Any], computation: str, what: str) ->
                     function,
                 )
             )
+
+
+# What each function node kept, while debug mode was on: the identities of its tuples
+# of kept inputs and outputs, and a fingerprint of each array in them (None for one
+# whose library counts its writes itself).
+_kept: weakref.WeakKeyDictionary[Any, tuple[int, int, tuple[Any, ...], tuple[Any, ...]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def keep_fingerprints(function: Any) -> None:
+    """In debug mode, fingerprint the arrays that ``function`` just kept for its
+    backward (:func:`check_fingerprints` compares them before it runs)."""
+    if not _config.config.debug:
+        return
+    saved_in = function._saved_inputs or ()
+    saved_out = function._saved_outputs or ()
+    if saved_in or saved_out:
+        prints_in = tuple([_fingerprint(a) for a in saved_in])
+        prints_out = tuple([_fingerprint(a) for a in saved_out])
+        _kept[function] = (id(saved_in), id(saved_out), prints_in, prints_out)
+
+
+def check_fingerprints(function: Any) -> None:
+    """Raise if an array that ``function`` kept in debug mode changed since: written
+    in place through any view of its memory, seen by agnograd or not."""
+    record = _kept.get(function)
+    if record is None:
+        return
+    id_in, id_out, prints_in, prints_out = record
+    for what, saved, ident, prints in (
+        ("input", function._saved_inputs, id_in, prints_in),
+        ("output", function._saved_outputs, id_out, prints_out),
+    ):
+        if saved is None or id(saved) != ident:
+            continue  # freed, or kept anew by a later forward (define-then-run)
+        for i, (array, print_) in enumerate(zip(saved, prints, strict=True)):
+            if print_ is not None and not _unchanged(array, print_):
+                raise RuntimeError(
+                    _with_stack(
+                        f"backward of {function.label}: saved {what} {i} was written in "
+                        f"place after the forward used it (debug mode found its values "
+                        f"changed since {function.label} kept it: a write into the array or "
+                        "any view of its memory, such as v.array[0] = 1), so its gradient "
+                        "would be wrong; write into a copy instead "
+                        "(x = xp.asarray(x, copy=True)) or set the values before using them",
+                        function,
+                    )
+                )
+
+
+def _fingerprint(array: Any) -> Any:
+    """A digest of ``array``'s bytes, where they can be read in host memory (NumPy,
+    and others through DLPack), else a copy; None for an array of a library that
+    counts its writes (PyTorch: the version check covers it)."""
+    adapter = adapter_for(array)
+    if adapter is not None and adapter.write_count is not None:
+        return None
+    host = _host(array)
+    if host is None:
+        return raw_namespace(array).asarray(array, copy=True)
+    return hashlib.blake2b(numpy.ascontiguousarray(host).tobytes(), digest_size=16).digest()
+
+
+def _host(array: Any) -> Any:
+    if isinstance(array, numpy.ndarray | numpy.generic):
+        return numpy.asarray(array)
+    try:
+        return numpy.from_dlpack(array)
+    except Exception:  # on a device, or no DLPack: compared as a copy
+        return None
+
+
+def _unchanged(array: Any, print_: Any) -> bool:
+    if isinstance(print_, bytes):
+        return _fingerprint(array) == print_
+    xp = raw_namespace(array)
+    same = (array == print_) | ((array != array) & (print_ != print_))  # NaN stays NaN
+    return bool(xp.all(same))
 
 
 def annotate(error: BaseException) -> None:

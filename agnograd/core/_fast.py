@@ -149,7 +149,7 @@ def _body(
     make: str = "func",
     setup: str = "pass",
     before: str = "pass",
-    keeps: tuple[tuple[int, ...], tuple[int, ...], int] | None = None,
+    keeps: _link.Keeps | None = None,
 ) -> str:
     """``template`` filled in: for the node given as the argument ``func``, or, with
     ``make``, for a node class's own function that makes its node with ``make`` (the
@@ -205,7 +205,7 @@ def _own(
         names = set(getattr(getattr(init, "__code__", None), "co_names", ()))
         assert not names & {"_retain_in", "_retain_out", "retain_inputs", "retain_outputs"}, cls
     inputs = 1 if template is _ONE else 2
-    keeps = (node._retain_in, node._retain_out, inputs)
+    keeps = (node._retain_in, node._retain_out, inputs, node._gradient_reads)
     return _body(template, compute, make, keeps=keeps, **parts)
 
 

@@ -107,6 +107,11 @@ class FunctionNode:
     _variables_in_backward = False  # set by the engine while backward takes Variables
     _retain_in: tuple[int, ...] = ()
     _retain_out: tuple[int, ...] = ()
+    # For each input, the inputs its gradient reads, where the class keeps all it
+    # reads (_retain_in): a node then keeps only what the gradients of the inputs that
+    # require one read, and says so in its _retain_in (agnograd.core._link's
+    # _read_by_gradients). None: every gradient may read all it keeps.
+    _gradient_reads: tuple[tuple[int, ...], ...] | None = None
 
     #: False for functions without a gradient (comparisons, ``argmax``, ...): their
     #: outputs never require one.
@@ -390,7 +395,10 @@ class FunctionNode:
             )
         if len(outputs) == 1:
             nodes = nodes if nodes.__class__ is tuple else tuple(nodes)
-            return (linked(self, nodes, arrays, outputs[0], rank, xp),)
+            var = linked(self, nodes, arrays, outputs[0], rank, xp)
+            if hooks:  # debug mode: what the node kept, fingerprinted
+                _debug.keep_fingerprints(self)
+            return (var,)
         # Several outputs: what linked does for one, for each (linked stays lean for
         # the common case: one loop there costs every operation 5 %).
         self.rank = rank
@@ -418,6 +426,8 @@ class FunctionNode:
             _record_versions(self, arrays[0])
         if _graph_writes:
             _versions.note_outputs(results)
+        if hooks:
+            _debug.keep_fingerprints(self)
         return results
 
     def infer(self, inputs: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], Any], ...]:

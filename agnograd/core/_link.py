@@ -27,9 +27,13 @@ _counted = _versions.counted
 _IN_ORDER = {n: tuple(range(n)) for n in range(1, 9)}
 
 # What a node keeps for backward, and their versions, for any node: the indexes of
-# what it keeps are read from it (see link_source).
+# what it keeps are read from it (see link_source); a node that says what each
+# input's gradient reads keeps only what the gradients of the inputs that require one
+# read (_read_by_gradients).
 _KEEP = """\
 retain_in = func._retain_in
+if retain_in and func._gradient_reads is not None:
+    retain_in = _read_by_gradients(func, nodes)
 retain_out = func._retain_out
 if retain_in or retain_out:
     kept_in = kept_out = ()
@@ -60,36 +64,44 @@ elif _written or xp not in _uncounted:
 """
 
 
-def link_source(keeps: tuple[tuple[int, ...], tuple[int, ...], int] | None = None) -> str:
+#: What a node class keeps, for :func:`link_source`: ``(retain_in, retain_out, n, reads)``
+#: for a class of ``n`` inputs whose nodes keep what the class says, ``reads`` its
+#: ``_gradient_reads``.
+Keeps = tuple[tuple[int, ...], tuple[int, ...], int, tuple[tuple[int, ...], ...] | None]
+
+
+def link_source(keeps: Keeps | None = None) -> str:
     """The source of how the node ``func`` links into the graph the one output ``y``
     that its forward computed from ``arrays`` (of the input nodes ``nodes``, of
     namespace ``xp``, their largest rank ``rank``): its output Variable, and what it
     keeps for backward with their versions. It ends in ``return var``.
 
-    With ``keeps``, ``(retain_in, retain_out, n)`` of a node class of ``n`` inputs
-    whose nodes keep what the class says, what it keeps is written in, else read
-    from the node.
+    With ``keeps`` (see :data:`Keeps`), what the class keeps is written in, else
+    read from the node. A class whose inputs' gradients read different inputs keeps
+    it all where every input requires a gradient, and only what those that do read
+    otherwise (see ``FunctionNode._gradient_reads``).
 
     Examples
     --------
     >>> from agnograd.core._link import link_source
-    >>> print(link_source(((0,), (), 1)).splitlines()[4])
+    >>> print(link_source(((0,), (), 1, None)).splitlines()[4])
     func._saved_inputs = arrays
     """
-    if keeps is None:
-        keep = _KEEP.format(
-            versions=textwrap.indent(
-                _VERSIONS.format(
-                    moved="{} + {}".format(
-                        _versions.COUNT_SUM.format("kept_in"),
-                        _versions.COUNT_SUM.format("kept_out"),
-                    )
-                ),
-                "    ",
-            )
+    general = _KEEP.format(
+        versions=textwrap.indent(
+            _VERSIONS.format(
+                moved="{} + {}".format(
+                    _versions.COUNT_SUM.format("kept_in"),
+                    _versions.COUNT_SUM.format("kept_out"),
+                )
+            ),
+            "    ",
         )
+    )
+    if keeps is None:
+        keep = general
     else:
-        retain_in, retain_out, n = keeps
+        retain_in, retain_out, n, reads = keeps
         assert retain_out in ((), (0,)), retain_out  # one output
         lines, kept = [], []
         if retain_in:
@@ -105,6 +117,11 @@ def link_source(keeps: tuple[tuple[int, ...], tuple[int, ...], int] | None = Non
         # (+ 0: a count of None, an array without one, raises TypeError as a sum does)
         moved = " + ".join(f"count({a})" for a in kept) + (" + 0" if len(kept) == 1 else "")
         keep = "\n".join(lines) + "\n" + _VERSIONS.format(moved=moved) if kept else ""
+        if reads is not None and retain_in and n > 1:
+            every = " and ".join(f"nodes[{i}].requires_grad" for i in range(n))
+            keep = "if {}:\n{}else:\n{}".format(
+                every, textwrap.indent(keep, "    "), textwrap.indent(general, "    ")
+            )
     return (
         "func.rank = rank\n"
         "func.inputs = nodes\n"
@@ -129,6 +146,7 @@ LINK_NAMES = (
     "_uncounted",
     "_counted",
     "_record_versions",
+    "_read_by_gradients",
     "_graph_writes",
     "_versions",
 )
@@ -156,6 +174,24 @@ def _record_versions(func: Any, sample: Any) -> None:
     )
     if recorded is not None:  # a node that keeps nothing gets no entry
         func._saved_versions = recorded
+
+
+def _read_by_gradients(func: Any, nodes: tuple[Any, ...]) -> tuple[int, ...]:
+    """The inputs that ``func`` keeps of those its class keeps: the ones that the
+    gradients of its inputs that require one read (``func._gradient_reads``), as
+    torch's ``mul`` keeps ``other`` only where ``self`` requires a gradient. A node
+    that keeps fewer says so in its ``_retain_in``, so that what reads its arrays
+    (``get_retained_inputs``, double backprop, compiled plans) finds their places."""
+    reads = func._gradient_reads
+    wanted: set[int] = set()
+    for i, node in enumerate(nodes):
+        if node.requires_grad:
+            wanted.update(reads[i])
+    retain_in = func._retain_in
+    kept = tuple([j for j in retain_in if j in wanted])
+    if kept != retain_in:
+        func._retain_in = kept
+    return kept
 
 
 #: ``linked(func, nodes, arrays, y, rank, xp)``: link ``func``, whose forward computed

@@ -11,7 +11,7 @@ import numpy
 
 from agnograd.backends import _backend
 from agnograd.backends._backend import Array, raw_namespace
-from agnograd.core import _extension
+from agnograd.core import _extension, _versions
 
 if TYPE_CHECKING:
     from agnograd.core._variable import Variable
@@ -44,6 +44,11 @@ class Data:
             )
         _refuse_foreign_graph(data, "Variable.array")
         data = _backend.as_array(data)
+        if data is not None and data is self._data:
+            # The array came back: an in-place operation wrote into it (v.array -= 0.1
+            # is v.array = v.array.__isub__(0.1)), which what nodes kept of its memory
+            # must not take for the values their forward saw.
+            _versions.note_write(data)
         self._data = data
         node = self._node
         node.shape = None if data is None else tuple(data.shape)

@@ -13,8 +13,12 @@ did not touch. Each library's adapter says what owns an array's memory
 NumPy array). Where the library counts writes itself (``Adapter.write_count``:
 PyTorch's ``Tensor._version``, shared by views), its count is recorded, so writes
 made behind agnograd's back (``v.array[0] = 1``) are caught too; elsewhere only
-agnograd's own writes (``x[key] = value`` on a Variable) count. JAX arrays are
-immutable and a Dask write builds a new graph, so they share nothing.
+agnograd's own writes count: ``x[key] = value`` on a Variable, ``copydata``, and an
+in-place operation on a Variable's array, which hands the array back to its setter
+(``v.array -= 0.1``; see :func:`note_write`). A raw write into the array
+(``v.array[0] = 1``) is seen only in debug mode, which fingerprints what nodes keep
+(agnograd.core._debug). JAX arrays are immutable and a Dask write builds a new graph,
+so they share nothing.
 
 Arrays never written in place cost nothing: while agnograd has written nothing the
 registry is empty, and nodes of libraries without a counter of their own (NumPy)
@@ -74,8 +78,10 @@ def _forget(key: int) -> None:
     graph_writes.pop(key, None)
 
 
-def bump(array: Any) -> None:
-    """Record one more in-place write into ``array``'s memory."""
+def bump(array: Any, graph: bool = True) -> None:
+    """Record one more in-place write into ``array``'s memory; with ``graph`` (a write
+    of agnograd's ``x[key] = value``), one that the graph follows while backprop is
+    enabled, which makes the other Variables of the memory stale (check_inputs)."""
     owner = memory_of(array)
     key = id(owner)
     if key not in versions:
@@ -85,8 +91,21 @@ def bump(array: Any) -> None:
             return
         versions[key] = 0
     versions[key] += 1
-    if MODE.get()[BACKPROP]:
+    if graph and MODE.get()[BACKPROP]:
         graph_writes[key] = graph_writes.get(key, 0) + 1
+
+
+def note_write(array: Any) -> None:
+    """Record a write into ``array`` that agnograd sees after it was made: an in-place
+    operation on a Variable's array, which hands the array back to its setter
+    (``v.array -= 0.1``, ``v.d *= 2``). What nodes kept of that memory is refused at
+    backward, inside ``no_backprop_mode()`` too (torch's counter counts writes made
+    under ``torch.no_grad()``); the Variables keep their graphs, as after any
+    assignment to ``.array``. A library that counts writes itself (PyTorch) has
+    counted it already."""
+    adapter = adapter_for(array)
+    if adapter is None or adapter.write_count is None:
+        bump(array, graph=False)
 
 
 def _own(array: Any) -> int:

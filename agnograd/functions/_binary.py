@@ -1,12 +1,13 @@
 """Elementwise functions of two arrays, either of them a Python scalar: a row each
 (see ``_rows.py``).
 
-A row gives the name; what the rules read (the inputs ``x``, the output ``y``); the
-rule ``(xp, x1, x2, y, gy) -> gx`` of each operand (None: it gets no gradient); the
-domains where the testing kit draws ``x1`` and ``x2``; the summary of the docstring;
-its example and the output it prints. The operators' arithmetic (``add``, ...,
-``pow``) has its nodes written out in ``_elementwise.py``, which also lists the
-conventions where a derivative is undefined.
+A row gives the name; what the rules read (the inputs ``x``, the output ``y``; or,
+where they differ, what each operand's rule reads, so that a node keeps only what
+the gradients it computes read); the rule ``(xp, x1, x2, y, gy) -> gx`` of each
+operand (None: it gets no gradient); the domains where the testing kit draws ``x1``
+and ``x2``; the summary of the docstring; its example and the output it prints. The
+operators' arithmetic (``add``, ..., ``pow``) has its nodes written out in
+``_elementwise.py``, which also lists the conventions where a derivative is undefined.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ atan2 = ROWS.binary("atan2", "x", (
     ), (_ANY, (0.5, 2.0, True)),
     "Elementwise angle of the point ``(x2, x1)``; either side may be a Python scalar.",
     {"F.atan2(np.array([1.0, 0.0]), 1.0)": "variable([0.78539816, 0.        ])"})
-copysign = ROWS.binary("copysign", "xy", (
+copysign = ROWS.binary("copysign", ("x1 y", ""), (
         lambda xp, x1, x2, y, g: g * (xp.sign(x1) * xp.sign(y)),
         None,  # the result depends on x2's sign only
     ), ((0.1, 2.0, True), (0.1, 2.0, True)),
@@ -40,14 +41,14 @@ copysign = ROWS.binary("copysign", "xy", (
     "``x1`` gets ``+-gy`` (0 where ``x1`` is 0, as in PyTorch); ``x2`` gets no gradient.",
     {"F.copysign(np.array([1.0, -2.0]), -1.0)": "variable([-1., -2.])"})
 # y is 0 only where both operands are, and the gradient is 0 there.
-hypot = ROWS.binary("hypot", "xy", (
+hypot = ROWS.binary("hypot", ("x1 y", "x2 y"), (
         lambda xp, x1, x2, y, g: g * x1 / xp.where(y == 0, 1.0, y),
         lambda xp, x1, x2, y, g: g * x2 / xp.where(y == 0, 1.0, y),
     ), ((0.5, 2.0, True), (0.5, 2.0, True)),
     "Elementwise ``sqrt(x1**2 + x2**2)``; either side may be a Python scalar.\n\n"
     "The gradient at ``(0, 0)`` is 0.",
     {"F.hypot(np.array([3.0]), 4.0)": "variable([5.])"})
-logaddexp = ROWS.binary("logaddexp", "xy", (
+logaddexp = ROWS.binary("logaddexp", ("x1 y", "x2 y"), (
         lambda xp, x1, x2, y, g: g * xp.exp(x1 - y),
         lambda xp, x1, x2, y, g: g * xp.exp(x2 - y),
     ), (_ANY, _ANY),
@@ -71,7 +72,7 @@ minimum = ROWS.binary("minimum", "x", (
     "At a tie each operand gets half the gradient (PyTorch's convention).",
     {"F.minimum(np.array([-1.0, 2.0]), 0.0)": "variable([-1.,  0.])"})
 # remainder(x1, x2) = x1 - floor(x1 / x2) * x2, with the floor held constant.
-remainder = ROWS.binary("remainder", "x", (
+remainder = ROWS.binary("remainder", ("", "x1 x2"), (
         lambda xp, x1, x2, y, g: g,
         lambda xp, x1, x2, y, g: -g * (x1 // x2),
     ), (_ANY, (0.5, 2.0, True)),

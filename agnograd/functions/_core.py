@@ -96,6 +96,41 @@ def input_dtype(func: FunctionNode, i: int = 0) -> Any:
     return inputs[i].dtype
 
 
+def kept_inputs(func: FunctionNode, indexes: tuple[int, ...]) -> tuple[Any, ...]:
+    """What ``func`` kept of its inputs (``get_retained_inputs``), one entry per input:
+    None for one it did not keep, since no gradient it computes reads it (a class that
+    declares ``_gradient_reads`` keeps what the gradients of the inputs that require
+    one read, see agnograd.core._link). Raises where a gradient of ``indexes`` reads
+    an input it did not keep: its own input required no gradient when ``func`` ran.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> from agnograd.functions._core import kept_inputs
+    >>> c = agnograd.Variable(np.array([2.0]), requires_grad=False)
+    >>> y = agnograd.Variable(np.array([3.0])) * c
+    >>> kept_inputs(y.creator_node, (0,))  # x's gradient reads c alone
+    (None, array([2.]))
+    """
+    kept = func.get_retained_inputs()
+    reads = func._gradient_reads
+    if reads is None or len(kept) == len(reads):
+        return kept
+    by_input: list[Any] = [None] * len(reads)
+    for j, array in zip(func._retain_in, kept, strict=True):
+        by_input[j] = array
+    for i in indexes:
+        for j in reads[i]:
+            if j not in func._retain_in:
+                raise RuntimeError(
+                    f"backward of {func.label}: input {i} required no gradient when "
+                    f"{func.label} ran, so it did not keep input {j}, which that gradient "
+                    "reads; set requires_grad = True before computing with it, or "
+                    "compute again"
+                )
+    return tuple(by_input)
+
+
 def constant(x: Any) -> Variable:
     """Wrap a raw result as a Variable that requires no gradient."""
     return Variable._new(x, False)
@@ -352,12 +387,18 @@ class Binary(FunctionNode):
     rules: tuple[BinaryRule | None, BinaryRule | None]
     saves_x = True
     saves_y = False
+    # Where the rules read different operands (the row says what each reads): for the
+    # operands that are arrays (``which``), the ``_gradient_reads`` of their nodes.
+    _reads_by_which: dict[tuple[int, ...], tuple[tuple[int, ...], ...]] | None = None
 
     def __init__(self, s1: Any, s2: Any) -> None:
         self.operands = (s1, s2)  # ARRAY where an input goes, else the scalar itself
-        self.which = tuple(k for k, s in enumerate(self.operands) if s is ARRAY)
+        self.which = which = tuple(k for k, s in enumerate(self.operands) if s is ARRAY)
         if self.saves_x:
-            self._retain_in = tuple(range(len(self.which)))
+            self._retain_in = tuple(range(len(which)))
+            reads = self._reads_by_which
+            if reads is not None:
+                self._gradient_reads = reads[which]
         if self.saves_y:
             self._retain_out = (0,)
 
@@ -378,7 +419,7 @@ class Binary(FunctionNode):
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
         xp = namespace_of(gy)
-        kept = self.get_retained_inputs() if self.saves_x else (None,) * len(self.which)
+        kept = kept_inputs(self, indexes) if self.saves_x else (None,) * len(self.which)
         x1, x2 = self._fill(kept)
         y = self.get_retained_outputs()[0] if self.saves_y else None
         result = []
@@ -390,15 +431,32 @@ class Binary(FunctionNode):
 
 def binary(
     fn: str,
-    saves: str,
+    saves: str | tuple[str, str],
     rules: tuple[BinaryRule | None, BinaryRule | None],
     doc: str,
     *,
     module: str,
 ) -> Callable[[Any, Any], Variable]:
     """Define the node class of the binary ``fn`` and return the function applying it;
-    either operand may be a Python scalar (not both). See :class:`Binary`."""
+    either operand may be a Python scalar (not both). See :class:`Binary`.
+
+    ``saves`` says what the rules read: ``"x"`` (both operands) and/or ``"y"`` (the
+    output), or, for each operand's rule, which of ``x1``, ``x2`` and ``y`` it reads
+    (``("x1 y", "x2 y")``): a node then keeps only what the rules of the operands
+    that require a gradient read."""
     cls_name = "".join(part.capitalize() for part in fn.split("_"))
+    reads_by_which = None
+    if isinstance(saves, tuple):
+        each = [set(reads.split()) for reads in saves]
+        assert all(r <= {"x1", "x2", "y"} for r in each), saves
+        operand_reads = [tuple(k for k in (0, 1) if f"x{k + 1}" in r) for r in each]
+        # For each choice of the operands that are arrays: by input, the inputs read.
+        reads_by_which = {
+            which: tuple(tuple(which.index(k) for k in operand_reads[op] if k in which)
+                         for op in which)  # fmt: skip
+            for which in ((0, 1), (0,), (1,))
+        }
+        saves = ("x" if any(operand_reads) else "") + ("y" if "y" in set().union(*each) else "")
     attrs = {
         "__module__": module,
         "__qualname__": cls_name,
@@ -406,6 +464,7 @@ def binary(
         "rules": rules,
         "saves_x": "x" in saves,
         "saves_y": "y" in saves,
+        "_reads_by_which": reads_by_which,
     }
     node = type(cls_name, (Binary,), attrs)
 

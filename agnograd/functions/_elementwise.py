@@ -44,7 +44,7 @@ from agnograd.core._fast import apply1, specialise_operator
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.functions._binary import ROWS as BINARY_ROWS
-from agnograd.functions._core import ARRAY, conjugate, is_complex
+from agnograd.functions._core import ARRAY, conjugate, is_complex, kept_inputs
 from agnograd.functions._namespace import namespace_of
 from agnograd.functions._rows import Rows, chapter, namespace_tables
 from agnograd.functions._unary import ROWS as UNARY_ROWS
@@ -160,13 +160,15 @@ class SubFromConstant(WithScalar):
 class Mul(Operator):
     symbol = "*"
     _retain_in = (0, 1)
+    _gradient_reads = ((1,), (0,))  # each operand's gradient reads the other
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        x0, x1 = self.get_retained_inputs()
+        x0, x1 = kept_inputs(self, indexes)
         (gy,) = grad_outputs
         if is_complex(gy):
             xp = namespace_of(gy)
-            x0, x1 = conjugate(xp, x0), conjugate(xp, x1)
+            x0 = None if x0 is None else conjugate(xp, x0)  # (None: not kept, not read)
+            x1 = None if x1 is None else conjugate(xp, x1)
         if indexes == (0, 1):  # the common case written out: a comprehension costs a frame
             return (gy * x1, gy * x0)
         return tuple([gy * (x1 if i == 0 else x0) for i in indexes])
@@ -190,13 +192,15 @@ class MulFromConstant(MulConstant):
 class Div(Operator):
     symbol = "/"
     _retain_in = (0, 1)
+    _gradient_reads = ((1,), (0, 1))  # x0's gradient reads x1 alone
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        x0, x1 = self.get_retained_inputs()
+        x0, x1 = kept_inputs(self, indexes)
         (gy,) = grad_outputs
         if is_complex(gy):
             xp = namespace_of(gy)
-            x0, x1 = conjugate(xp, x0), conjugate(xp, x1)
+            x0 = None if x0 is None else conjugate(xp, x0)  # (None: not kept, not read)
+            x1 = None if x1 is None else conjugate(xp, x1)
         gx0 = gy / x1
         return tuple([gx0 if i == 0 else -gx0 * x0 / x1 for i in indexes])
 

@@ -226,7 +226,8 @@ def note_view(x: Any, key: Any, y: Variable) -> None:
 def _rebind(var: Variable, out: Variable) -> None:
     """Make ``var`` the Variable of ``out``'s node (its old node stays in the graph)."""
     if out._node.creator_node is None:
-        var.array = out._data  # no graph: only the data changes
+        if out._data is not var._data:  # (a write in place counted itself)
+            var.array = out._data  # no graph: only the data changes
         return
     # Written in place, the old node's array is still var's: views of it may need var.
     var._node._variable = _Rebound(var) if out._data is var._data else _dead

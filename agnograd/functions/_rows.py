@@ -119,7 +119,7 @@ class Rows:
     def binary(
         self,
         name: str,
-        reads: str,
+        reads: str | tuple[str, str],
         rules: tuple[BinaryRule | None, BinaryRule | None],
         domain: tuple[Span, Span],
         doc: str,
@@ -129,7 +129,9 @@ class Rows:
         holds ``rule(xp, x1, x2, y, gy)`` for each operand (None: no gradient).
 
         ``reads`` says whether the rules read the inputs (``"x"``) and the output
-        (``"y"``).
+        (``"y"``); or, where they read different operands, what each operand's rule
+        reads of ``x1``, ``x2`` and ``y`` (``("x1 y", "x2 y")``), so that a node keeps
+        only what the rules of the operands that require a gradient read.
         """
         doc = docstring(doc, example)
         fn = binary(name, reads, rules, doc, module=self.module)
