@@ -340,3 +340,48 @@ def test_an_array_reshaped_in_place_gives_outputs_of_its_shape() -> None:
     w = agnograd.Variable(np.ones(3))
     F.sum(y * (w * 1.0)).backward()
     np.testing.assert_allclose(w.grad, np.full(3, np.exp([1.0, 2.0, 3.0]).sum()))
+
+
+# What each operand's gradient reads, as the declarations say, and what a node keeps
+# where only one operand requires a gradient: the inputs that gradient reads.
+KEEPS = {
+    "*": (lambda a, b: a * b, (1,), (0,)),
+    "/": (lambda a, b: a / b, (1,), (0, 1)),
+    "hypot": (F.hypot, (0,), (1,)),
+    "logaddexp": (F.logaddexp, (0,), (1,)),
+    "copysign": (F.copysign, (0,), ()),
+    "remainder": (F.remainder, (), (0, 1)),
+    "atan2": (F.atan2, (0, 1), (0, 1)),
+}
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "apply"])
+@pytest.mark.parametrize("name", list(KEEPS))
+def test_a_node_keeps_what_the_gradients_of_the_inputs_that_require_one_read(fast, name):
+    # As torch's mul keeps other only where self requires a gradient: the same on
+    # both paths, and the gradients those inputs get are the same as with both kept.
+    f, first, second = KEEPS[name]
+    a, b = np.array([1.5, -2.0]), np.array([0.5, 3.0])
+    for needs, kept in (((True, False), first), ((False, True), second)):
+        with _switched(fast):
+            x1 = agnograd.Variable(a.copy(), requires_grad=needs[0])
+            x2 = agnograd.Variable(b.copy(), requires_grad=needs[1])
+            y = f(x1, x2)
+        node = y.creator_node
+        assert node._retain_in == kept, needs
+        arrays = (x1.array, x2.array)
+        assert all(s is arrays[j] for s, j in zip(node._saved_inputs or (), kept, strict=True))
+        F.sum(y).backward()
+        x1_both, x2_both = agnograd.Variable(a.copy()), agnograd.Variable(b.copy())
+        F.sum(f(x1_both, x2_both)).backward()
+        got, want = (x1, x1_both) if needs[0] else (x2, x2_both)
+        np.testing.assert_array_equal(got.grad, want.grad)
+
+
+def test_an_input_that_required_no_gradient_when_the_node_ran_says_so():
+    c = agnograd.Variable(np.array([2.0, 3.0]), requires_grad=False)
+    w = agnograd.Variable(np.array([0.5, 1.0]))
+    y = F.sum(c * w)  # keeps c alone: w's gradient reads c
+    c.requires_grad = True
+    with pytest.raises(RuntimeError, match=r"Mul: input 0 required no gradient when Mul ran"):
+        y.backward()
