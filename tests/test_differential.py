@@ -20,6 +20,7 @@ derandomized).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import operator
@@ -286,3 +287,106 @@ def test_agnograd_agrees_with_torch_autograd(
         allow_unused=True,
     )
     _compare("second-order gradient of input", second, list(second_t), input_shapes)
+
+
+# -- writes into the arrays that nodes keep -------------------------------------------
+
+#: Writes into an input after the graph (and the loss) is built, each as agnograd and
+#: as torch.autograd spell it: ``write(v, mode)`` on agnograd's Variable inside
+#: ``mode``, ``torch_write(t)`` on the leaf tensor (under ``torch.no_grad()``, as
+#: torch wants a write into a leaf that requires a gradient).
+WRITES: dict[str, tuple[Callable[[Any], None], Callable[[Any], None]]] = {
+    # an in-place operation through the setter: v.array = v.array.__isub__(0.25)
+    "v.array -= 0.25": (lambda v: _isub(v), lambda t: t.sub_(0.25)),
+    # agnograd's own write
+    "v[...] = 7.0": (lambda v: v.__setitem__(Ellipsis, 7.0), lambda t: t.fill_(7.0)),
+    # a raw write into the array, which on NumPy only debug mode sees
+    "v.array[...] = 7.0": (
+        lambda v: v.array.__setitem__(Ellipsis, 7.0),
+        lambda t: t.fill_(7.0),
+    ),
+}
+MUTABLE = ("numpy", "array_api_strict", "torch")
+
+
+def _isub(v: Any) -> None:
+    v.array -= 0.25
+
+
+def _library(name: str) -> Any:
+    return {"numpy": np, "torch": compat_torch}.get(name) or pytest.importorskip(name)
+
+
+def _host(x: Any) -> Any:
+    if x is None or isinstance(x, torch.Tensor):
+        return x
+    x = x.array if isinstance(x, agnograd.Variable) else x
+    return np.from_dlpack(x) if not isinstance(x, np.ndarray) else x
+
+
+@pytest.mark.parametrize("library", MUTABLE)
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=programs(), data=st.data())
+def test_writes_into_kept_arrays_are_refused_where_torch_refuses_them(
+    library: str, case: tuple[list[np.ndarray], list[Step]], data: st.DataObject
+) -> None:
+    # After the loss is built, one input is written in place. torch.autograd refuses
+    # the backward where a node it ran kept that memory and reads it; agnograd must
+    # refuse it too (on NumPy a raw write in debug mode), and where torch computes a
+    # gradient agnograd must compute the same one (a node keeps what its gradients
+    # read, no more: the loss's product with a constant keeps the constant).
+    inputs, program = case
+    i = data.draw(st.integers(0, len(inputs) - 1), label="written input")
+    kind = data.draw(st.sampled_from(sorted(WRITES)), label="write")
+    inside = data.draw(st.booleans(), label="inside no_backprop_mode")
+    if kind == "v[...] = 7.0":
+        inside = True  # outside, a write into a leaf that requires a gradient is refused
+    note("inputs: " + ", ".join(f"v{k}{a.shape}" for k, a in enumerate(inputs)))
+    for k, step in enumerate(program):
+        note(f"v{len(inputs) + k} = {step}")
+    floats = st.floats(-1.0, 1.0, allow_nan=False, allow_subnormal=False)
+    weights = [
+        data.draw(ags.arrays(np, "float64", tuple(s), floats))
+        for s in (v.shape for v in _run(np, inputs, program))
+    ]
+    write, torch_write = WRITES[kind]
+
+    lib = _library(library)
+    debug = kind == "v.array[...] = 7.0" and library != "torch"
+    with agnograd.using_config("debug", debug):
+        ours_in = [agnograd.Variable(lib.asarray(a.copy())) for a in inputs]
+        xp = ours_in[0].__array_namespace__()
+        ours = _run(xp, ours_in, program)
+        loss = sum(xp.sum(y * lib.asarray(w)) for y, w in zip(ours, weights, strict=True))
+        with agnograd.no_backprop_mode() if inside else contextlib.nullcontext():
+            write(ours_in[i])
+        try:
+            grads = agnograd.grad([loss], ours_in)
+        except RuntimeError as error:
+            refused: RuntimeError | None = error
+        else:
+            refused = None
+
+    theirs_in = [torch.tensor(a, requires_grad=True) for a in inputs]
+    theirs = _run(compat_torch, theirs_in, program)
+    loss_t = sum(torch.sum(y * torch.from_numpy(w)) for y, w in zip(theirs, weights, strict=True))
+    with torch.no_grad():
+        torch_write(theirs_in[i])
+    try:
+        grads_t = torch.autograd.grad(loss_t, theirs_in, allow_unused=True)
+    except RuntimeError as error:
+        torch_refused: RuntimeError | None = error
+    else:
+        torch_refused = None
+    if torch_refused is not None:
+        assert "modified by an inplace operation" in str(torch_refused), torch_refused
+        assert refused is not None, "torch refuses the backward, agnograd computed one"
+        assert "written in place" in str(refused), refused
+        return
+    assert refused is None, f"torch computes the gradient, agnograd refused: {refused}"
+    _compare(
+        "gradient of input",
+        [_host(g) for g in grads],
+        list(grads_t),
+        [a.shape for a in inputs],
+    )

@@ -118,9 +118,9 @@ def link_source(keeps: Keeps | None = None) -> str:
         moved = " + ".join(f"count({a})" for a in kept) + (" + 0" if len(kept) == 1 else "")
         keep = "\n".join(lines) + "\n" + _VERSIONS.format(moved=moved) if kept else ""
         if reads is not None and retain_in and n > 1:
-            every = " and ".join(f"nodes[{i}].requires_grad" for i in range(n))
+            needed = " and ".join(f"nodes[{i}].requires_grad" for i in range(n))
             keep = "if {}:\n{}else:\n{}".format(
-                every, textwrap.indent(keep, "    "), textwrap.indent(general, "    ")
+                needed, textwrap.indent(keep, "    "), textwrap.indent(general, "    ")
             )
     return (
         "func.rank = rank\n"

@@ -452,8 +452,7 @@ def binary(
         operand_reads = [tuple(k for k in (0, 1) if f"x{k + 1}" in r) for r in each]
         # For each choice of the operands that are arrays: by input, the inputs read.
         reads_by_which = {
-            which: tuple(tuple(which.index(k) for k in operand_reads[op] if k in which)
-                         for op in which)  # fmt: skip
+            which: tuple(_input_reads(operand_reads[op], which) for op in which)
             for which in ((0, 1), (0,), (1,))
         }
         saves = ("x" if any(operand_reads) else "") + ("y" if "y" in set().union(*each) else "")
@@ -481,6 +480,12 @@ def binary(
     apply.__doc__ = doc
     apply.node = node  # type: ignore[attr-defined]
     return apply
+
+
+def _input_reads(operands: tuple[int, ...], which: tuple[int, ...]) -> tuple[int, ...]:
+    """The inputs a rule reads, of the ``operands`` it reads: those that are arrays
+    (``which``: operand ``which[i]`` is input ``i``)."""
+    return tuple(which.index(k) for k in operands if k in which)
 
 
 # -- functions without a gradient, forwarding ------------------------------------------

@@ -23,7 +23,7 @@ from agnograd.backends._abstract import Abstract
 from agnograd.backends._adapter import Adapter
 from agnograd.backends._backend import backend_name, dtype_name, installed_backends
 from agnograd.backends._device import Device, device_of, get_device, get_device_for, transfer, view
-from agnograd.core import _extension
+from agnograd.core import _extension, _versions
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 
@@ -265,6 +265,7 @@ def _copydata(self: Variable, var: Variable) -> None:
         )
     try:
         dst[...] = xp.astype(src, dst.dtype)
+        _versions.note_write(dst)  # what nodes kept of dst's memory is stale now
     except (TypeError, ValueError):
         # Immutable arrays (JAX): rebind to a fresh array instead.
         self.array = xp.astype(src, dst.dtype, copy=True)
