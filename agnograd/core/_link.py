@@ -194,6 +194,41 @@ def _read_by_gradients(func: Any, nodes: tuple[Any, ...]) -> tuple[int, ...]:
     return kept
 
 
+def kept_inputs(func: Any, indexes: tuple[int, ...]) -> tuple[Any, ...]:
+    """What ``func`` kept of its inputs (``get_retained_inputs``), one entry per input:
+    None for one it did not keep, since no gradient it computes reads it (a class that
+    declares ``_gradient_reads`` keeps what the gradients of the inputs that require
+    one read, see :func:`_read_by_gradients`). Raises where a gradient of ``indexes`` reads
+    an input it did not keep: its own input required no gradient when ``func`` ran.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> from agnograd.core._link import kept_inputs
+    >>> c = agnograd.Variable(np.array([2.0]), requires_grad=False)
+    >>> y = agnograd.Variable(np.array([3.0])) * c
+    >>> kept_inputs(y.creator_node, (0,))  # x's gradient reads c alone
+    (None, array([2.]))
+    """
+    kept = func.get_retained_inputs()
+    reads = func._gradient_reads
+    if reads is None or len(kept) == len(reads):
+        return kept
+    by_input: list[Any] = [None] * len(reads)
+    for j, array in zip(func._retain_in, kept, strict=True):
+        by_input[j] = array
+    for i in indexes:
+        for j in reads[i]:
+            if j not in func._retain_in:
+                raise RuntimeError(
+                    f"backward of {func.label}: input {i} required no gradient when "
+                    f"{func.label} ran, so it did not keep input {j}, which that gradient "
+                    "reads; set requires_grad = True before computing with it, or "
+                    "compute again"
+                )
+    return tuple(by_input)
+
+
 #: ``linked(func, nodes, arrays, y, rank, xp)``: link ``func``, whose forward computed
 #: the one output ``y``, into the graph (see :data:`LINK`); return the output Variable.
 linked: Callable[..., Variable] = render(

@@ -16,7 +16,7 @@ from agnograd.core import _versions
 from agnograd.core._fast import apply1, apply2, specialise1
 from agnograd.core._function import FunctionNode
 from agnograd.core._function import symbolic as _symbolic
-from agnograd.core._link import render
+from agnograd.core._link import kept_inputs, render
 from agnograd.core._variable import Variable
 from agnograd.functions._namespace import namespace_of
 from agnograd.functions._standard import parse_signature, signature
@@ -94,41 +94,6 @@ def input_dtype(func: FunctionNode, i: int = 0) -> Any:
     inputs = func.inputs
     assert inputs is not None, f"{func.label}: the graph was unchained"
     return inputs[i].dtype
-
-
-def kept_inputs(func: FunctionNode, indexes: tuple[int, ...]) -> tuple[Any, ...]:
-    """What ``func`` kept of its inputs (``get_retained_inputs``), one entry per input:
-    None for one it did not keep, since no gradient it computes reads it (a class that
-    declares ``_gradient_reads`` keeps what the gradients of the inputs that require
-    one read, see agnograd.core._link). Raises where a gradient of ``indexes`` reads
-    an input it did not keep: its own input required no gradient when ``func`` ran.
-
-    Examples
-    --------
-    >>> import numpy as np, agnograd
-    >>> from agnograd.functions._core import kept_inputs
-    >>> c = agnograd.Variable(np.array([2.0]), requires_grad=False)
-    >>> y = agnograd.Variable(np.array([3.0])) * c
-    >>> kept_inputs(y.creator_node, (0,))  # x's gradient reads c alone
-    (None, array([2.]))
-    """
-    kept = func.get_retained_inputs()
-    reads = func._gradient_reads
-    if reads is None or len(kept) == len(reads):
-        return kept
-    by_input: list[Any] = [None] * len(reads)
-    for j, array in zip(func._retain_in, kept, strict=True):
-        by_input[j] = array
-    for i in indexes:
-        for j in reads[i]:
-            if j not in func._retain_in:
-                raise RuntimeError(
-                    f"backward of {func.label}: input {i} required no gradient when "
-                    f"{func.label} ran, so it did not keep input {j}, which that gradient "
-                    "reads; set requires_grad = True before computing with it, or "
-                    "compute again"
-                )
-    return tuple(by_input)
 
 
 def constant(x: Any) -> Variable:

@@ -42,9 +42,10 @@ from agnograd.backends._abstract import register_elementwise
 from agnograd.backends._backend import SCALARS
 from agnograd.core._fast import apply1, specialise_operator
 from agnograd.core._function import FunctionNode
+from agnograd.core._link import kept_inputs
 from agnograd.core._variable import Variable
 from agnograd.functions._binary import ROWS as BINARY_ROWS
-from agnograd.functions._core import ARRAY, conjugate, is_complex, kept_inputs
+from agnograd.functions._core import ARRAY, conjugate, is_complex
 from agnograd.functions._namespace import namespace_of
 from agnograd.functions._rows import Rows, chapter, namespace_tables
 from agnograd.functions._unary import ROWS as UNARY_ROWS
