@@ -48,12 +48,11 @@ class FunctionNode:
     ``enable_double_backprop=True`` it runs the same code on Variables, so the
     gradient is itself differentiable.
 
-    A ``backward`` that needs the namespace's functions (``cos``, ``sum``, ...) asks
-    :func:`agnograd.namespace_of` for it, given one of the arrays it receives (a
-    gradient or a retained input): that is the library's own namespace for raw
-    arrays and agnograd's differentiable one for Variables, so the same code runs at
-    every order on every library. ``self.xp`` is the raw namespace, which refuses
-    Variables, and ``x.__array_namespace__()`` is missing on torch's tensors.
+    A ``backward`` that needs the namespace's functions (``cos``, ``sum``, ...) takes
+    them from :func:`agnograd.namespace_of` of an array it receives: the library's own
+    namespace for raw arrays, agnograd's differentiable one for Variables, so the same
+    code runs at every order on every library (``self.xp`` refuses Variables, and
+    torch's tensors have no ``__array_namespace__``); the concepts guide shows one.
 
     Examples
     --------
@@ -73,24 +72,6 @@ class FunctionNode:
     >>> y.backward()
     >>> x.grad
     array([ 3., 12.])
-
-    A rule that calls functions of the namespace, differentiated twice:
-
-    >>> class Sin(agnograd.FunctionNode):
-    ...     def forward(self, inputs):
-    ...         self.retain_inputs((0,))
-    ...         return (self.xp.sin(inputs[0]),)
-    ...     def backward(self, target_input_indexes, grad_outputs):
-    ...         (x,) = self.get_retained_inputs()
-    ...         (gy,) = grad_outputs
-    ...         xp = agnograd.namespace_of(gy)  # raw, or differentiable for Variables
-    ...         return (gy * xp.cos(x),)
-    >>> x = agnograd.Variable(np.array([0.5, 1.0]))
-    >>> (y,) = Sin().apply((x,))
-    >>> (gx,) = agnograd.grad([agnograd.functions.sum(y)], [x], enable_double_backprop=True)
-    >>> agnograd.functions.sum(gx).backward()  # d/dx cos(x) = -sin(x)
-    >>> x.grad
-    array([-0.47942554, -0.84147098])
     """
 
     # What a node keeps. The class holds the defaults, so that making a node costs no

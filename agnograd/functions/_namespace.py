@@ -31,7 +31,7 @@ def namespace_of(array: Any) -> Any:
     >>> agnograd.namespace_of(np.ones(2)).__name__
     'array_api_compat.numpy'
     >>> agnograd.namespace_of(agnograd.Variable(np.ones(2)))
-    <agnograd namespace for numpy (give raw arrays as agnograd.as_variable)>
+    <agnograd namespace for numpy (wrap raw arrays with agnograd.as_variable to mix them)>
     """
     xp = _namespaces.get(array.__class__)
     if xp is not None:
@@ -73,7 +73,7 @@ def namespace(obj: Any, /, *objs: Any) -> Any:
     --------
     >>> import numpy as np, agnograd
     >>> agnograd.namespace(np)
-    <agnograd namespace for numpy (give raw arrays as agnograd.as_variable)>
+    <agnograd namespace for numpy (wrap raw arrays with agnograd.as_variable to mix them)>
     >>> agnograd.namespace(np.ones(2)) is agnograd.namespace(np)
     True
     >>> w, x = agnograd.Variable(np.array([1.0, 2.0])), np.array([3.0, 4.0])

@@ -140,7 +140,8 @@ class Namespace:
         # array-api-compat's refusal of a Variable beside a raw array of its library
         # ("Multiple namespaces for array inputs: [...]") shows this, and the fix.
         library = backend_name(self._raw)
-        return f"<agnograd namespace for {library} (give raw arrays as agnograd.as_variable)>"
+        hint = "wrap raw arrays with agnograd.as_variable to mix them"
+        return f"<agnograd namespace for {library} ({hint})>"
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name not in PASSTHROUGH:
