@@ -31,6 +31,14 @@ WRAP = (
     "a Variable that requires no gradient"
 )
 
+#: The fix for a function of JAX's transforms, which pass the raw arrays of the
+#: arguments they do not differentiate as constants.
+PASS_AS_ARGUMENT = (
+    "pass each raw array that the function takes from outside as an argument (those "
+    "it is not differentiated with respect to reach it as constants), or wrap it with "
+    "agnograd.as_variable(array)"
+)
+
 _MIXED = "Multiple namespaces for array inputs"
 _OURS = re.compile(r"<agnograd namespace for ([\w.]+)")
 _THEIRS = re.compile(r"<module '(?:array_api_compat\.)?([\w.]+)'")

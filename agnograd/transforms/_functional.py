@@ -9,11 +9,9 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agnograd.backends._backend import owned
-from agnograd.core._variable import Variable
-from agnograd.functions import identity
-from agnograd.transforms._constants import WRAP, call, constants, devices_of, restore
-from agnograd.transforms._symbolic import is_symbolic, recording, recording_for
+from agnograd.transforms._arguments import argnums_tuple, differentiate, own, split_aux
+from agnograd.transforms._constants import PASS_AS_ARGUMENT, WRAP, call, restore
+from agnograd.transforms._symbolic import recording, recording_for
 from agnograd.transforms._transforms import (
     Arrays,
     _as_tuple,
@@ -25,7 +23,6 @@ from agnograd.transforms._transforms import (
     _grads,
     _hessian_v,
     _is_complex,
-    _leaf,
     _ones_like,
     _outputs,
     _prepare,
@@ -34,11 +31,8 @@ from agnograd.transforms._transforms import (
     _transpose,
     _transposed_product,
     _tree_arrays,
-    _tree_leaves,
-    _tree_unflatten,
     _unpack,
     _validate_v,
-    _zeros_like,
 )
 
 # --- torch.autograd.functional ------------------------------------------------------
@@ -348,12 +342,6 @@ def hvp(
 
 # --- JAX ----------------------------------------------------------------------------
 
-_PASS_AS_ARGUMENT = (
-    "pass each raw array that fun takes from outside as an argument (value_and_grad passes "
-    "the arguments it does not differentiate as constants), or wrap it with "
-    "agnograd.as_variable(array)"
-)
-
 
 def value_and_grad(
     fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
@@ -424,81 +412,35 @@ def value_and_grad(
     >>> value_and_grad(dot)({"w": np.array([2.0, 3.0]), "b": np.array([5.0, 7.0])})
     (array(31.), {'w': array([5., 7.]), 'b': array([2., 3.])})
     """
-    if isinstance(argnums, int):
-        numbers: tuple[int, ...] = (argnums,)
-    elif isinstance(argnums, Sequence) and all(isinstance(a, int) for a in argnums):
-        numbers = tuple(argnums)
-    else:
-        raise TypeError(
-            f"value_and_grad: argnums must be an int or a sequence of ints, got {argnums!r}"
-        )
+    return value_and_grad_of("value_and_grad", fun, argnums, has_aux)
+
+
+def value_and_grad_of(
+    op: str,
+    fun: Callable[..., Any],
+    argnums: int | Sequence[int],
+    has_aux: bool,
+    fun_name: str = "fun",
+) -> Callable[..., tuple[Any, Any]]:
+    """:func:`value_and_grad`, its errors naming ``op`` and the function as
+    ``fun_name`` (agnograd.func's ``grad`` and ``grad_and_value`` return its results
+    in their order)."""
+    numbers = argnums_tuple(argnums, op)
 
     @functools.wraps(fun)
     def value_and_grad_fun(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
-        if any(not -len(args) <= a < len(args) for a in numbers):
-            raise TypeError(
-                f"value_and_grad: differentiating with respect to argnums={argnums!r} needs "
-                f"at least {max(a + 1 if a >= 0 else -a for a in numbers)} positional "
-                f"arguments, but fun was called with {len(args)}"
-            )
-        # A position named twice (argnums=(0, 0)) is differentiated once, its
-        # gradient given twice, as JAX does.
-        requested = [a % len(args) for a in numbers]
-        positions = list(dict.fromkeys(requested))
-        leaves = [_tree_leaves(args[p], f"argument {p}") for p in positions]
-        symbolic = is_symbolic(x for tree in leaves for x in tree)  # under agnograd.jit
-        nested = symbolic or any(
-            isinstance(x, Variable) and x.requires_grad for tree in leaves for x in tree
-        )
-        new_args = list(args)
-        xs: list[Variable] = []
-        for p, tree in zip(positions, leaves, strict=True):
-            made = [_leaf(x, "value_and_grad", f"argument {p}", nested) for x in tree]
-            xs.extend(made)
-            new_args[p] = _tree_unflatten(args[p], iter(made))
-        # The other arguments' raw arrays as constants: fun sees one namespace.
-        devices = devices_of(xs)
-        wrapped: dict[int, tuple[Variable, Any]] = {}
-        for p, arg in enumerate(args):
-            if p not in positions:
-                new_args[p] = constants(arg, f"argument {p}", devices, "value_and_grad", wrapped)
-        new_kwargs = {
-            k: constants(arg, f"keyword argument {k!r}", devices, "value_and_grad", wrapped)
-            for k, arg in kwargs.items()
-        }
+        d = differentiate(op, args, kwargs, argnums, numbers)
+        nested, symbolic = d.nested, d.symbolic
         with recording(symbolic):
-            result = call("value_and_grad", _PASS_AS_ARGUMENT, fun, *new_args, **new_kwargs)
-        if has_aux:
-            if not (isinstance(result, tuple | list) and len(result) == 2):
-                raise TypeError(
-                    "value_and_grad: has_aux=True needs fun to return a pair (value, aux), "
-                    f"got {type(result).__name__}"
-                )
-            value, aux = result
-        else:
-            value = result
-        _check_value(value)
-        gxs = _grads([value], xs, [_ones_like(value)], nested)
-        grads = [
-            _zeros_like(x, nested) if g is None else (g if nested else g.array)
-            for g, x in zip(gxs, xs, strict=True)
-        ]
-        if not nested:  # each the user's own writable array (not a broadcast view)
-            owned(grads)
-        elif symbolic:  # one gradient for two arguments (a + b): two outputs, which
-            # agnograd.jit makes two arrays, as owned() does here
-            firsts: set[int] = set()
-            for i, g in enumerate(grads):
-                if id(g) in firsts:
-                    grads[i] = identity(g)
-                firsts.add(id(g))
-        it = iter(grads)
-        by_position = {p: _tree_unflatten(args[p], it) for p in positions}
-        grad_trees = tuple(by_position[p] for p in requested)
+            result = call(op, PASS_AS_ARGUMENT, fun, *d.args, **d.kwargs)
+        value, aux = split_aux(result, has_aux, op, fun_name)
+        _check_value(value, op, fun_name)
+        gxs = _grads([value], d.xs, [_ones_like(value)], nested)
+        grads = own(list(_fill_in_zeros(gxs, d.xs, False, nested, op, "")), nested, symbolic)
         out_value = value if nested else value.array
         if has_aux:
-            aux = restore(aux, wrapped)
+            aux = restore(aux, d.wrapped)
             out_value = (out_value, aux if nested else _tree_arrays(aux))
-        return out_value, (grad_trees[0] if isinstance(argnums, int) else grad_trees)
+        return out_value, d.nest(grads)
 
     return value_and_grad_fun

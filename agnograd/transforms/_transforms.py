@@ -10,8 +10,6 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeAlias, cast
 
-import array_api_compat
-
 from agnograd.backends._backend import Array, backend_name, dtype_name, is_array, raw_namespace
 from agnograd.backends._device import device_of
 from agnograd.core._config import eager_recording
@@ -125,22 +123,28 @@ def _single_output(result: Any, op: str, strict: bool) -> Variable:
 
 
 def _validate_v(
-    v: Any, refs: tuple[Variable, ...], refs_tuple: bool, op: str, what: str, create_graph: bool
+    v: Any,
+    refs: tuple[Variable, ...],
+    refs_tuple: bool,
+    op: str,
+    what: str,
+    create_graph: bool,
+    name: str = "v",
 ) -> tuple[Any, ...]:
-    """``v`` as a tuple matching ``refs`` (func's inputs or outputs, named ``what``)
-    entry by entry in library and shape: arrays, or Variables that keep their graph
-    with ``create_graph``."""
-    _, vs = _as_tuple(v, op, "v")
+    """``v`` (named ``name``) as a tuple matching ``refs`` (func's inputs or outputs,
+    named ``what``) entry by entry in library and shape: arrays, or Variables that
+    keep their graph with ``create_graph``."""
+    _, vs = _as_tuple(v, op, name)
     if len(vs) != len(refs):
         if refs_tuple:
             raise RuntimeError(
-                f"{op}: v is a tuple of length {len(vs)} but there are {len(refs)} {what}; "
+                f"{op}: {name} is a tuple of length {len(vs)} but there are {len(refs)} {what}; "
                 f"give one entry per entry of the {what}"
             )
-        raise RuntimeError(f"{op}: v must be a single array, like the {what[:-1]}")
+        raise RuntimeError(f"{op}: {name} must be a single array, like the {what[:-1]}")
     checked = []
     for i, (vi, ref) in enumerate(zip(vs, refs, strict=True)):
-        where = f"v[{i}]" if refs_tuple else "v"
+        where = f"{name}[{i}]" if refs_tuple else name
         data = vi.array if isinstance(vi, Variable) else vi
         # Variables of a graph not run know their device (and so their library).
         device = vi.device if data is None else device_of(data)
@@ -150,18 +154,19 @@ def _validate_v(
             ref_lib = ref_device.backend if ref.array is None else _library(ref.array)
             raise TypeError(
                 f"{op}: {where} is a {lib} array but the {what} it pairs with is a "
-                f"{ref_lib} array; build v with the same library"
+                f"{ref_lib} array; build {name} with the same library"
             )
         if device != ref_device:
             raise ValueError(
                 f"{op}: {where} is on {device} but the {what[:-1]} it pairs with is on "
-                f"{ref_device}; move v there first, e.g. agnograd.functions.copy(v, '{ref_device}')"
+                f"{ref_device}; move it there first, e.g. agnograd.functions.copy({name}, "
+                f"'{ref_device}')"
             )
         shape = tuple(vi.shape if data is None else data.shape)
         if shape != tuple(ref.shape or ()):
             raise RuntimeError(
                 f"{op}: {where} has shape {shape} but the {what[:-1]} it pairs "
-                f"with has shape {tuple(ref.shape or ())}; give v that shape (no broadcasting)"
+                f"with has shape {tuple(ref.shape or ())}; give {name} that shape (no broadcasting)"
             )
         keep = isinstance(vi, Variable) and (data is None or (create_graph and vi.requires_grad))
         checked.append(vi if keep else data)
@@ -337,7 +342,7 @@ def _is_complex(x: Any) -> bool:
 
 def _complex_dtype(x: Variable) -> Any:
     """The complex dtype of ``x``'s precision (its own dtype if complex)."""
-    xp = raw_namespace(x.array)
+    xp = x.xp  # also of a Variable without data (under agnograd.jit)
     return xp.result_type(x.dtype, xp.complex64)
 
 
@@ -376,14 +381,15 @@ def _needs_imaginary_pass(grads: Sequence[Any], refs: Sequence[Variable]) -> boo
 
 def _one_hot(ref: Variable, k: int, idx: Any) -> Any:
     """The ``k``-th standard basis vector in ``ref``'s shape, dtype and library."""
-    data = ref.array
-    xp = raw_namespace(data)
-    return xp.reshape(xp.astype(idx == k, data.dtype), tuple(data.shape))
+    xp = raw_namespace(idx)
+    return xp.reshape(xp.astype(idx == k, ref.dtype), tuple(ref.shape or ()))
 
 
 def _arange(ref: Variable) -> Any:
-    data = ref.array
-    return raw_namespace(data).arange(_size(ref), device=array_api_compat.device(data))
+    """``0, 1, ...`` over ``ref``'s elements, on its device: raw, also for a Variable
+    without data (under agnograd.jit), whose shape and device are known."""
+    device = ref.device if ref.array is None else device_of(ref.array)
+    return device.xp.arange(_size(ref), device=device.device)
 
 
 def _jacobian_by_rows(
@@ -483,8 +489,8 @@ def _assemble(parts: list[Any], out: Variable, x: Variable, axis: int, create_gr
     ref, other = (x, out) if axis == 0 else (out, x)
     if all(p is None for p in parts):
         dtype = _complex_dtype(ref) if _is_complex(other) else ref.dtype
-        data = ref.array
-        zeros = raw_namespace(data).zeros(shape, dtype=dtype, device=array_api_compat.device(data))
+        device = ref.device if ref.array is None else device_of(ref.array)
+        zeros = device.xp.zeros(shape, dtype=dtype, device=device.device)
         return Variable(zeros, requires_grad=False) if create_graph else zeros
     parts = [_zeros_like(ref, create_graph) if p is None else p for p in parts]
     xp = namespace_of(parts[0])  # differentiable for Variables (create_graph)
@@ -524,35 +530,35 @@ def _transposed_product(
 # --- value_and_grad ----------------------------------------------------------------
 
 
-def _check_value(value: Any) -> None:
+def _check_value(value: Any, op: str = "value_and_grad", fun: str = "fun") -> None:
     if not isinstance(value, Variable):
         raise TypeError(
-            "value_and_grad: fun must return a Variable (computed from its arguments "
+            f"{op}: {fun} must return a Variable (computed from its arguments "
             f"with x.__array_namespace__() or agnograd.functions), got {type(value).__name__}"
         )
     if tuple(value.shape or ()) != ():
         raise TypeError(
-            "value_and_grad: the gradient is defined only for a function with a scalar "
-            f"output, but fun's output has shape {tuple(value.shape or ())}; reduce it, "
-            "e.g. with xp.sum"
+            f"{op}: the gradient is defined only for a function with a scalar "
+            f"output, but {fun}'s output has shape {tuple(value.shape or ())}; reduce it, "
+            "e.g. with xp.sum, or use agnograd.func.vjp or jacrev for a non-scalar output"
         )
     if not value.xp.isdtype(value.dtype, "real floating"):
         raise TypeError(
-            "value_and_grad: fun's output must have a real floating dtype, got "
-            f"{dtype_name(value.dtype)}; use agnograd.functional.vjp for complex outputs"
+            f"{op}: {fun}'s output must have a real floating dtype, got "
+            f"{dtype_name(value.dtype)}; use agnograd.func.vjp for complex outputs"
         )
 
 
-def _tree_leaves(tree: Any, where: str) -> list[Any]:
+def _tree_leaves(tree: Any, where: str, op: str = "value_and_grad") -> list[Any]:
     """The arrays and Variables of a tuple/list/dict nest, in order."""
     if isinstance(tree, tuple | list):
-        return [leaf for i, t in enumerate(tree) for leaf in _tree_leaves(t, f"{where}[{i}]")]
+        return [leaf for i, t in enumerate(tree) for leaf in _tree_leaves(t, f"{where}[{i}]", op)]
     if isinstance(tree, dict):
-        return [leaf for k, t in tree.items() for leaf in _tree_leaves(t, f"{where}[{k!r}]")]
+        return [leaf for k, t in tree.items() for leaf in _tree_leaves(t, f"{where}[{k!r}]", op)]
     if isinstance(tree, Variable) or is_array(tree):
         return [tree]
     raise TypeError(
-        f"value_and_grad: {where} is a {type(tree).__name__}; differentiated arguments "
+        f"{op}: {where} is a {type(tree).__name__}; differentiated arguments "
         "must be arrays or Variables, or tuples, lists or dicts of them (convert Python "
         "numbers first, e.g. np.asarray(1.0))"
     )

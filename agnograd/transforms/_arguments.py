@@ -1,0 +1,209 @@
+"""The arguments and results of the transforms that take a function and return one
+(JAX's ``value_and_grad``; ``agnograd.func``'s ``grad``, ``vjp``, ``jacrev``, ...).
+
+:func:`differentiate` makes the positional arguments that ``argnums`` names fresh
+leaves, in their tuples, lists and dicts (JAX's pytrees), and passes the raw arrays
+of the others as constants (``_constants``); :meth:`Differentiated.nest` puts one
+result per leaf back in the arguments' nesting. :func:`output_leaves` reads the
+Variables of what the function returns, :func:`leaves_like` the arrays given in
+that structure (the cotangents of ``vjp``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agnograd.backends._backend import is_array, owned
+from agnograd.core._variable import Variable
+from agnograd.functions import identity
+from agnograd.transforms._constants import constants, devices_of
+from agnograd.transforms._symbolic import is_symbolic
+from agnograd.transforms._transforms import _leaf, _tree_leaves, _tree_unflatten
+
+
+def argnums_tuple(argnums: Any, op: str) -> tuple[int, ...]:
+    """``argnums`` as a tuple: an int, or a sequence of ints (JAX's and torch's)."""
+    if isinstance(argnums, int) and not isinstance(argnums, bool):
+        return (argnums,)
+    if (
+        isinstance(argnums, Sequence)
+        and not isinstance(argnums, str)
+        and argnums
+        and all(isinstance(a, int) and not isinstance(a, bool) for a in argnums)
+    ):
+        return tuple(argnums)
+    raise TypeError(
+        f"{op}: argnums must be an int or a non-empty sequence of ints, got {argnums!r}"
+    )
+
+
+@dataclass
+class Differentiated:
+    """A call's arguments as the function gets them, and the leaves to differentiate."""
+
+    args: list[Any]  #: the positional arguments, leaves and constants in place
+    kwargs: dict[str, Any]  #: the keyword arguments, constants in place
+    xs: list[Variable]  #: the leaves, argument by argument, each in its nesting's order
+    nested: bool  #: whether the results stay connected to the arguments (Variables)
+    symbolic: bool  #: whether the arguments are Variables of a graph not run (jit)
+    wrapped: dict[int, tuple[Variable, Any]]  #: the constants, for ``restore``
+    original: tuple[Any, ...]  #: the positional arguments as the caller gave them
+    positions: list[int]  #: the differentiated positions, each once
+    requested: list[int]  #: the positions as ``argnums`` names them
+    single: bool  #: ``argnums`` was an int
+
+    def nest(self, flat: Sequence[Any]) -> Any:
+        """One result per leaf, in the nesting of the argument it belongs to; a tuple
+        over ``argnums`` unless it was an int. A position named twice gets the same
+        results twice (as JAX)."""
+        it: Iterator[Any] = iter(flat)
+        by_position = {p: _tree_unflatten(self.original[p], it) for p in self.positions}
+        trees = tuple(by_position[p] for p in self.requested)
+        return trees[0] if self.single else trees
+
+
+def differentiate(
+    op: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    argnums: Any,
+    numbers: tuple[int, ...],
+    label: str = "argument {}",
+) -> Differentiated:
+    """The arguments of a call of a function transformed by ``op``, with respect to
+    the positions ``numbers`` (``argnums`` as the user gave it), each named by
+    ``label`` in errors."""
+    if any(not -len(args) <= a < len(args) for a in numbers):
+        raise TypeError(
+            f"{op}: differentiating with respect to argnums={argnums!r} needs at least "
+            f"{max(a + 1 if a >= 0 else -a for a in numbers)} positional arguments, but "
+            f"the function was called with {len(args)}"
+        )
+    # A position named twice (argnums=(0, 0)) is differentiated once, its results
+    # given twice, as JAX does.
+    requested = [a % len(args) for a in numbers]
+    positions = list(dict.fromkeys(requested))
+    leaves = [_tree_leaves(args[p], label.format(p), op) for p in positions]
+    symbolic = is_symbolic(x for tree in leaves for x in tree)  # under agnograd.jit
+    nested = symbolic or any(
+        isinstance(x, Variable) and x.requires_grad for tree in leaves for x in tree
+    )
+    new_args = list(args)
+    xs: list[Variable] = []
+    for p, tree in zip(positions, leaves, strict=True):
+        made = [_leaf(x, op, label.format(p), nested) for x in tree]
+        xs.extend(made)
+        new_args[p] = _tree_unflatten(args[p], iter(made))
+    # The other arguments' raw arrays as constants: the function sees one namespace.
+    devices = devices_of(xs)
+    wrapped: dict[int, tuple[Variable, Any]] = {}
+    for p, arg in enumerate(args):
+        if p not in positions:
+            new_args[p] = constants(arg, label.format(p), devices, op, wrapped)
+    new_kwargs = {
+        k: constants(arg, f"keyword argument {k!r}", devices, op, wrapped)
+        for k, arg in kwargs.items()
+    }
+    return Differentiated(
+        new_args,
+        new_kwargs,
+        xs,
+        nested,
+        symbolic,
+        wrapped,
+        args,
+        positions,
+        requested,
+        isinstance(argnums, int),
+    )
+
+
+def own(results: list[Any], nested: bool, symbolic: bool) -> list[Any]:
+    """``results`` (one per leaf, arrays unless ``nested``) each the caller's own:
+    arrays copied where they share memory or are broadcast views; under
+    ``agnograd.jit`` (``symbolic``) one Variable given twice (the gradient of
+    ``a + b``) made two outputs, which jit makes two arrays, as ``owned`` does."""
+    if not nested:
+        return owned(results)
+    if symbolic:
+        firsts: set[int] = set()
+        for i, g in enumerate(results):
+            if id(g) in firsts:
+                results[i] = identity(g)
+            firsts.add(id(g))
+    return results
+
+
+def split_aux(result: Any, has_aux: bool, op: str, fun: str = "func") -> tuple[Any, Any]:
+    """``(value, aux)`` of what the function (named ``fun``) returned; ``aux`` is
+    None without ``has_aux``."""
+    if not has_aux:
+        return result, None
+    if not (isinstance(result, tuple | list) and len(result) == 2):
+        got = type(result).__name__
+        if isinstance(result, tuple | list):
+            got = f"{got} of {len(result)}"
+        raise TypeError(
+            f"{op}: has_aux=True needs {fun} to return a pair (value, aux), got a {got}"
+        )
+    return result[0], result[1]
+
+
+def output_leaves(tree: Any, op: str, where: str = "the output of func") -> list[Variable]:
+    """The Variables of what a function returned, in its tuples, lists and dicts."""
+    if isinstance(tree, tuple | list):
+        return [v for i, t in enumerate(tree) for v in output_leaves(t, op, f"{where}[{i}]")]
+    if isinstance(tree, dict):
+        return [v for k, t in tree.items() for v in output_leaves(t, op, f"{where}[{k!r}]")]
+    if isinstance(tree, Variable):
+        return [tree]
+    if is_array(tree):
+        raise TypeError(
+            f"{op}: {where} is a {type(tree).__module__.split('.')[0]} array, not a "
+            "Variable: func computed outside agnograd's graph (e.g. numpy.sum on a "
+            "Variable); compute with x.__array_namespace__() or agnograd.functions"
+        )
+    kind = type(tree).__name__
+    article = "an" if kind[0] in "aeiou" else "a"
+    raise TypeError(
+        f"{op}: {where} is {article} {kind}; func must return Variables, or "
+        "tuples, lists or dicts of them (return anything else as aux, with has_aux=True)"
+    )
+
+
+def leaves_like(tree: Any, ref: Any, op: str, name: str, where: str = "") -> list[tuple[str, Any]]:
+    """The leaves of ``tree``, which must nest as ``ref`` does (func's output), in
+    ``ref``'s order, each with its place (``name[0]['w']``); ``name`` is ``tree``'s
+    name."""
+    problem = None
+    if isinstance(ref, tuple | list):
+        if not isinstance(tree, tuple | list):
+            problem = f"a {type(ref).__name__} of {len(ref)}"
+        elif len(tree) != len(ref):
+            problem = f"a {type(ref).__name__} of {len(ref)}, not {len(tree)}"
+        else:
+            return [
+                leaf
+                for i, (t, r) in enumerate(zip(tree, ref, strict=True))
+                for leaf in leaves_like(t, r, op, name, f"{where}[{i}]")
+            ]
+    elif isinstance(ref, dict):
+        if not isinstance(tree, dict) or set(tree) != set(ref):
+            problem = f"a dict with keys {sorted(map(repr, ref))}"
+        else:
+            return [
+                leaf
+                for k, r in ref.items()
+                for leaf in leaves_like(tree[k], r, op, name, f"{where}[{k!r}]")
+            ]
+    elif isinstance(tree, tuple | list | dict):
+        problem = "one array"
+    else:
+        return [(name + where, tree)]
+    got = type(tree).__name__
+    raise TypeError(
+        f"{op}: {name}{where} is a {got}, but the output of func there is {problem}; "
+        f"give {name} the structure of func's output"
+    )
