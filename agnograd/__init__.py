@@ -13,6 +13,7 @@ array([ 5.43656366, 22.1671683 ])
 # The layers above the graph core fill in its extension points when imported.
 from agnograd import (
     computational_graph,
+    func,
     functional,
     functions,
     initializers,
@@ -36,7 +37,6 @@ from agnograd.core._config import (
 from agnograd.core._convert import as_array, as_variable
 from agnograd.core._debug import is_debug, set_debug
 from agnograd.core._engine import backward_outputs as backward
-from agnograd.core._engine import grad
 from agnograd.core._function import FunctionNode
 from agnograd.core._function_v1 import Function
 from agnograd.core._parameter import Parameter
@@ -58,6 +58,7 @@ from agnograd.static._compiled import CompiledGraph, compile  # noqa: A004 - agn
 from agnograd.static._define_then_run import forward_all
 from agnograd.static._jit import JitWarning, jit
 from agnograd.static._jit_trace import ConcretizationTypeError
+from agnograd.transforms._front_door import grad
 
 __version__ = "0.2.0.dev0"
 
@@ -87,6 +88,7 @@ __all__ = [
     "config",
     "force_backprop_mode",
     "forward_all",
+    "func",
     "functional",
     "functions",
     "get_auto_forward",

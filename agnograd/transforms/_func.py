@@ -19,7 +19,7 @@ from agnograd.transforms._arguments import (
     own,
     split_aux,
 )
-from agnograd.transforms._constants import PASS_AS_ARGUMENT, call, restore
+from agnograd.transforms._constants import PASS_AS_ARGUMENT, WRAP, call, restore
 from agnograd.transforms._functional import value_and_grad_of
 from agnograd.transforms._symbolic import recording
 from agnograd.transforms._transforms import (
@@ -198,7 +198,7 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
     positions = tuple(range(len(primals)))
     d = differentiate(op, primals, {}, positions, positions, label="primals[{}]")
     with recording(d.symbolic):
-        result = call(op, PASS_AS_ARGUMENT, func, *d.args)
+        result = call(op, WRAP, func, *d.args)
     out_tree, aux = split_aux(result, has_aux, op)
     outputs = output_leaves(out_tree, op)
     output = _tree_unflatten(out_tree, iter(_finish(outputs, d.nested)))

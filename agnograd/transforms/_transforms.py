@@ -153,7 +153,7 @@ def _validate_v(
             lib = device.backend if data is None else _library(data)
             ref_lib = ref_device.backend if ref.array is None else _library(ref.array)
             raise TypeError(
-                f"{op}: {where} is a {lib} array but the {what} it pairs with is a "
+                f"{op}: {where} is a {lib} array but the {what[:-1]} it pairs with is a "
                 f"{ref_lib} array; build {name} with the same library"
             )
         if device != ref_device:
