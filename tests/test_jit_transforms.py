@@ -1,5 +1,6 @@
 """``agnograd.jit`` of the transforms: ``value_and_grad``, ``vjp``, ``jvp``, ``vhp``,
-``hvp`` and ``agnograd.grad`` inside a jitted function.
+``hvp``, ``agnograd.func``'s ``grad``, ``jacrev`` and ``vjp``, and ``agnograd.grad``
+inside a jitted function.
 
 The transforms, given the Variables without data that ``jit`` traces with, build
 their derivatives into the graph (``agnograd/transforms/_symbolic.py``); the plan
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 from test_jit import BACKENDS, OPS, Conv, leaves, op, same
 
 import agnograd
+import agnograd.func
 import agnograd.functions as F
 from agnograd.functional import hvp, jacobian, jvp, value_and_grad, vhp, vjp
 from agnograd.static._jit import JitWarning
@@ -67,6 +69,35 @@ def test_value_and_grad_equals_eager_bit_for_bit(
             arrays = [to(a) for a in leaves(seed, scale=1.0 + seed)]
             same(jitted(*arrays), step(*arrays), back)
     assert jitted.cache_info()[:2] == (2, 1)
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    program=st.lists(op, min_size=1, max_size=8), which=st.sampled_from(["grad", "jacrev", "vjp"])
+)
+def test_func_transforms_equal_eager_bit_for_bit(conv: Conv, program: Program, which: str) -> None:
+    """agnograd.func's grad, jacrev and a vjp pulled back inside the jitted function."""
+    to, back = conv
+    loss = program_loss(program)
+    if which == "grad":
+        step = agnograd.func.grad(loss, argnums=(0, 2))
+    elif which == "jacrev":
+        step = agnograd.func.jacrev(lambda x, b, c, m: loss(x, b, c, m) * x, argnums=1)
+    else:
+
+        def step(x: Any, b: Any, c: Any, m: Any) -> Any:
+            value, vjp_fn = agnograd.func.vjp(lambda x, b: loss(x, b, c, m), x, b)
+            return value, vjp_fn(agnograd.namespace(value).ones_like(value) * 0.5)
+
+    jitted = agnograd.jit(step)
+    with np.errstate(all="ignore"):
+        for seed in range(2):
+            arrays = [to(a) for a in leaves(seed, scale=1.0 + seed)]
+            same(jitted(*arrays), step(*arrays), back)
 
 
 @pytest.mark.parametrize("name", sorted(OPS))

@@ -5,6 +5,10 @@
 ``_symbolic`` builds the derivatives as a graph for Variables without data (those
 ``agnograd.jit`` traces with);
 ``_functional`` (vjp, jvp, vhp, hvp, value_and_grad) and ``_jacobians`` (jacobian,
-hessian) build :mod:`agnograd.functional` on it. The modules are private: the
-public names are in :mod:`agnograd.functional`.
+hessian) build :mod:`agnograd.functional` on it; ``_arguments`` reads the arguments
+of the transforms that return functions (``argnums``, nested tuples, lists and
+dicts), on which ``_func`` builds :mod:`agnograd.func`; ``_front_door`` is
+``agnograd.grad``, of a function or of outputs and inputs. The modules are private:
+the public names are in :mod:`agnograd.functional`, :mod:`agnograd.func` and
+:mod:`agnograd`.
 """
