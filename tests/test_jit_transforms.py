@@ -90,7 +90,7 @@ def test_func_transforms_equal_eager_bit_for_bit(conv: Conv, program: Program, w
     else:
 
         def step(x: Any, b: Any, c: Any, m: Any) -> Any:
-            value, vjp_fn = agnograd.func.vjp(lambda x, b: loss(x, b, c, m), x, b)
+            value, vjp_fn = agnograd.func.vjp(loss, x, b, c, m)
             return value, vjp_fn(agnograd.namespace(value).ones_like(value) * 0.5)
 
     jitted = agnograd.jit(step)
