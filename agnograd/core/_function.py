@@ -38,6 +38,10 @@ from agnograd.core._variable_node import VariableNode
 
 _weakref = weakref.ref
 
+#: The name under which forward mode's innermost level sits among the function hooks
+#: while a jvp runs (see ``FunctionNode.apply``).
+FORWARD_MODE = "agnograd.jvp"
+
 
 class FunctionNode:
     """One operation of the graph: a forward on raw arrays and a backward rule.
@@ -300,6 +304,13 @@ class FunctionNode:
         enable_backprop, auto_forward, hooks = MODE.get()
         if inputs.__class__ is not tuple and inputs.__class__ is not list:
             inputs = _input_sequence(self, inputs)
+        if hooks:
+            # Inside a jvp (agnograd.transforms._forward), its innermost level sits among
+            # the hooks, which sends every operation here, off the fast paths: it runs
+            # this node and pushes the tangents of its inputs through it.
+            level = hooks.get(FORWARD_MODE)
+            if level is not None:
+                return level.apply(self, inputs)
         if not auto_forward:
             return _extension.define_then_run.apply_deferred(self, inputs, enable_backprop)
         # The hot path of every operation: one input gives tuples at once, several

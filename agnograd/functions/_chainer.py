@@ -119,6 +119,8 @@ class SplitAxis(FunctionNode):
     or ``sections`` pieces of equal length. The cuts are found from the input's
     shape at every run; the number of pieces is the graph's."""
 
+    linear = True  # forward mode: applied to the tangents
+
     def __init__(self, indices: tuple[int, ...] | None, sections: int | None, axis: int) -> None:
         self.indices = indices
         self.sections = sections

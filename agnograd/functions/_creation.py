@@ -24,6 +24,8 @@ ROWS = Rows(__name__)
 class Triangle(FunctionNode):
     """``tril`` or ``triu``: the gradient is masked the same way as the input."""
 
+    linear = True  # forward mode: applied to the tangents
+
     def __init__(self, fn: str, k: int) -> None:
         self.fn = fn
         self.k = k
@@ -95,6 +97,8 @@ def triu(x: Any, /, *, k: int = 0) -> Variable:
 class Meshgrid(FunctionNode):
     """``meshgrid`` of one-dimensional inputs; output ``i`` spreads input ``i`` along
     one axis, so its gradient sums the output gradient over the other axes."""
+
+    linear = True  # forward mode: applied to the tangents
 
     def __init__(self, indexing: str, n: int) -> None:
         self.indexing = indexing

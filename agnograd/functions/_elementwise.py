@@ -83,8 +83,24 @@ class Operator(FunctionNode):
         return (self._operator(inputs[0], inputs[1]),)
 
 
+def _sum_of(xp: Any, tangents: Any, y: Any, negated: tuple[int, ...] = ()) -> Any:
+    """The sum of ``tangents`` (less those at ``negated``) in ``y``'s shape: forward
+    mode's rule of ``+`` and ``-`` (an input without a tangent, None, adds nothing)."""
+    total = None
+    for i, t in enumerate(tangents):
+        if t is not None:
+            t = -t if i in negated else t
+            total = t if total is None else total + t
+    if total is not None and tuple(total.shape) != tuple(y.shape):
+        total = xp.broadcast_to(total, tuple(y.shape))
+    return total
+
+
 class Add(Operator):
     symbol = "+"
+
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        return (_sum_of(xp, tangents, outputs[0]),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return grad_outputs * len(indexes)
@@ -131,12 +147,18 @@ class WithScalar(FunctionNode):
 class AddConstant(WithScalar):
     symbol = "+"
 
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        return tuple(tangents)
+
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return grad_outputs
 
 
 class Sub(Operator):
     symbol = "-"
+
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        return (_sum_of(xp, tangents, outputs[0], (1,)),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
@@ -146,6 +168,9 @@ class Sub(Operator):
 class SubConstant(WithScalar):
     symbol = "-"
 
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        return tuple(tangents)
+
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return grad_outputs
 
@@ -154,12 +179,16 @@ class SubFromConstant(WithScalar):
     symbol = "-"
     reflected = True
 
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        return (-tangents[0],)
+
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (-grad_outputs[0],)
 
 
 class Mul(Operator):
     symbol = "*"
+    bilinear = True  # forward mode: t1 * x2 + x1 * t2
     _retain_in = (0, 1)
     _gradient_reads = ((1,), (0,))  # each operand's gradient reads the other
 
@@ -177,6 +206,7 @@ class Mul(Operator):
 
 class MulConstant(WithScalar):
     symbol = "*"
+    linear = True  # forward mode: applied to the tangent
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         gy = grad_outputs[0]
@@ -195,6 +225,12 @@ class Div(Operator):
     _retain_in = (0, 1)
     _gradient_reads = ((1,), (0, 1))  # x0's gradient reads x1 alone
 
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        # d(x0 / x1) = (t0 - y t1) / x1
+        (t0, t1), x1, y = tangents, inputs[1], outputs[0]
+        top = t0 if t1 is None else -y * t1 if t0 is None else t0 - y * t1
+        return (_sum_of(xp, (top / x1,), y),)
+
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         x0, x1 = kept_inputs(self, indexes)
         (gy,) = grad_outputs
@@ -208,6 +244,7 @@ class Div(Operator):
 
 class DivConstant(WithScalar):
     symbol = "/"
+    linear = True  # forward mode: applied to the tangent
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         gy = grad_outputs[0]
@@ -220,6 +257,9 @@ class DivFromConstant(WithScalar):
     _retain_in = (0,)
     _retain_out = (0,)
 
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        return (-tangents[0] * (outputs[0] / inputs[0]),)
+
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (x,) = self.get_retained_inputs()
         (y,) = self.get_retained_outputs()
@@ -231,36 +271,55 @@ class Pow(Operator):
     symbol = "**"
     _retain_in = (0, 1)
 
+    @staticmethod
+    def _derivative(xp: Any, x0: Any, x1: Any, i: int, complex_: bool) -> Any:
+        """``d(x0 ** x1)/dx_i``, which backward conjugates and forward mode takes."""
+        if i == 0:
+            if complex_:
+                return x1 * x0 ** (x1 - 1)
+            # The gradient of 0 ** 0 is 0, where the formula gives 0 * inf: a base
+            # of 1 there makes it 0 * 1. Only there: masking all of x1 == 0 would
+            # lose the second derivative d2/dx0dx1 = 1 / x0 at x0 != 0.
+            base = xp.where(xp.logical_and(x1 == 0, x0 == 0), 1.0, x0)
+            return x1 * base ** (x1 - 1)
+        if complex_:
+            return x0**x1 * xp.log(x0)
+        # 0 ** x1 is flat for x1 >= 0, where the formula gives 0 * -inf: a
+        # base of 1 there makes it 1 * log(1) = 0.
+        base = xp.where(xp.logical_and(x0 == 0, x1 >= 0), 1.0, x0)
+        return base**x1 * xp.log(base)
+
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        x0, x1 = inputs
+        complex_ = is_complex(outputs[0])
+        terms = [
+            t * self._derivative(xp, x0, x1, i, complex_)
+            for i, t in enumerate(tangents)
+            if t is not None
+        ]
+        return (_sum_of(xp, terms, outputs[0]),)
+
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         x0, x1 = self.get_retained_inputs()
         (gy,) = grad_outputs
         xp = namespace_of(gy)
         complex_ = is_complex(gy)
-        result = []
-        for i in indexes:
-            if i == 0:
-                if complex_:
-                    result.append(gy * conjugate(xp, x1 * x0 ** (x1 - 1)))
-                    continue
-                # The gradient of 0 ** 0 is 0, where the formula gives 0 * inf: a base
-                # of 1 there makes it 0 * 1. Only there: masking all of x1 == 0 would
-                # lose the second derivative d2/dx0dx1 = 1 / x0 at x0 != 0.
-                base = xp.where(xp.logical_and(x1 == 0, x0 == 0), 1.0, x0)
-                result.append(gy * (x1 * base ** (x1 - 1)))
-            else:
-                if complex_:
-                    result.append(gy * conjugate(xp, x0**x1 * xp.log(x0)))
-                    continue
-                # 0 ** x1 is flat for x1 >= 0, where the formula gives 0 * -inf: a
-                # base of 1 there makes it 1 * log(1) = 0.
-                base = xp.where(xp.logical_and(x0 == 0, x1 >= 0), 1.0, x0)
-                result.append(gy * (base**x1 * xp.log(base)))
-        return tuple(result)
+        return tuple(
+            [gy * conjugate(xp, self._derivative(xp, x0, x1, i, complex_)) for i in indexes]
+        )
 
 
 class PowConstant(WithScalar):
     symbol = "**"
     _retain_in = (0,)
+
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        (x,), (t,), c = inputs, tangents, self.value
+        if c == 2:
+            return (t * 2 * x,)
+        if c == 0:
+            return (xp.zeros_like(t),)
+        return (t * (c * x ** (c - 1)),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (x,) = self.get_retained_inputs()
@@ -285,19 +344,26 @@ class PowFromConstant(WithScalar):
 
     _retain_out = (0,)
 
+    def _log_value(self) -> Any:
+        value = self.value
+        if type(value) is complex:
+            return cmath.log(value)
+        return math.log(value) if value > 0 else math.nan
+
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        (t,) = tangents
+        if self.value == 0:
+            return (xp.where(inputs[0] >= 0, 0.0, -math.inf * t),)
+        return (t * outputs[0] * self._log_value(),)
+
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (y,) = self.get_retained_outputs()
         gy = grad_outputs[0]
         xp = namespace_of(gy)
-        value = self.value
-        if value == 0:
+        if self.value == 0:
             (x,) = self.get_retained_inputs()
             return (xp.where(x >= 0, 0.0, -math.inf * gy),)
-        if type(value) is complex:
-            log_value = cmath.log(value)
-        else:
-            log_value = math.log(value) if value > 0 else math.nan
-        return (gy * conjugate(xp, y) * log_value.conjugate(),)
+        return (gy * conjugate(xp, y) * self._log_value().conjugate(),)
 
 
 def _operator(
@@ -339,6 +405,9 @@ _pow = _operator("pow", Pow, PowConstant, operand=False)  # x ** 2.0 squares
 
 class MultiAdd(FunctionNode):
     """The sum of any number of arrays, broadcast against each other (Chainer's)."""
+
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        return (_sum_of(xp, tangents, outputs[0]),)
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         if len(inputs) == 1:
@@ -488,30 +557,40 @@ class Clip(FunctionNode):
         x, low, high = self._fill(inputs)
         return (self.xp.clip(x, min=low, max=high),)
 
+    def _where(self, xp: Any, arrays: Any, i: int) -> Any:
+        """Where input ``i`` is the result (its derivative is 1 there, else 0); None
+        for everywhere."""
+        x, low, high = self._fill(arrays)
+        role = self.roles[i]
+        if role is None:  # x: 1 inside [min, max], bounds included
+            if low is None and high is None:
+                return None
+            if low is None:
+                return x <= high
+            if high is None:
+                return x >= low
+            return xp.logical_and(x >= low, x <= high)
+        if role == 0:  # min wins where x is below it (and below max)
+            return x < low if high is None else xp.logical_and(x < low, low < high)
+        # max wins where x is above it, and everywhere when max < min
+        return x > high if low is None else xp.logical_or(x > high, high < low)
+
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        terms = []
+        for i, t in enumerate(tangents):
+            if t is not None:
+                where = self._where(xp, inputs, i)
+                terms.append(t if where is None else xp.where(where, t, 0.0))
+        return (_sum_of(xp, terms, outputs[0]),)
+
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
         xp = namespace_of(gy)
-        x, low, high = self._fill(self.get_retained_inputs())
+        kept = self.get_retained_inputs()
         result = []
         for i in indexes:
-            role = self.roles[i]
-            if role is None:  # x: 1 inside [min, max], bounds included
-                if low is None and high is None:
-                    result.append(gy)
-                    continue
-                if low is None:
-                    inside = x <= high
-                elif high is None:
-                    inside = x >= low
-                else:
-                    inside = xp.logical_and(x >= low, x <= high)
-                result.append(xp.where(inside, gy, 0.0))
-            elif role == 0:  # min wins where x is below it (and below max)
-                wins = x < low if high is None else xp.logical_and(x < low, low < high)
-                result.append(xp.where(wins, gy, 0.0))
-            else:  # max wins where x is above it, and everywhere when max < min
-                wins = x > high if low is None else xp.logical_or(x > high, high < low)
-                result.append(xp.where(wins, gy, 0.0))
+            where = self._where(xp, kept, i)
+            result.append(gy if where is None else xp.where(where, gy, 0.0))
         return tuple(result)
 
 

@@ -194,6 +194,8 @@ class Transform(FunctionNode):
     any forward ran, see ``agnograd.grad``).
     """
 
+    linear = True  # forward mode: applied to the tangents
+
     def __init__(self, name: str, arguments: tuple[Any, Any], norm: str) -> None:
         self.name = name
         self.arguments = arguments  # (n, axis) of a 1-D transform, (s, axes) of the others
@@ -486,6 +488,8 @@ def _shift_axes(op: str, x: Any, axes: int | Sequence[int] | None) -> Any:
 
 class Shift(FunctionNode):
     """``fftshift``/``ifftshift``: a roll, whose adjoint is the opposite roll."""
+
+    linear = True  # forward mode: applied to the tangents
 
     def __init__(self, name: str, axes: Any) -> None:
         self.name = name

@@ -90,6 +90,8 @@ def scatter_into_zeros(shape: tuple[int, ...], key: Any, values: Any) -> Any:
 
 
 class GetItem(FunctionNode):
+    linear = True  # forward mode: applied to the tangents
+
     def __init__(self, key: Any) -> None:
         self.key = key
 
@@ -144,6 +146,8 @@ class GetItemGrad(FunctionNode):
     """Zeros of ``shape`` with the input added at ``key``; with ``where``, the key's
     index arrays at those positions are the inputs after the first (see
     :class:`GetItemAt`, its backward)."""
+
+    linear = True  # forward mode: applied to the tangents
 
     def __init__(self, key: Any, shape: tuple[int, ...], where: tuple[int, ...] = ()) -> None:
         self.key = key
@@ -270,6 +274,8 @@ class Gather(FunctionNode):
     positions ``fn`` picked, found by applying ``fn`` to the flat positions of ``x``.
     """
 
+    linear = True  # forward mode: applied to the tangents
+
     def __init__(self, fn: Callable[..., Any], n_indices: int, label: str) -> None:
         self.fn = fn
         self.name = label
@@ -305,6 +311,8 @@ class Gather(FunctionNode):
 class ScatterAdd(FunctionNode):
     """Zeros of ``shape`` with input 0 added at the flat positions of input 1 (which
     gets no gradient); backward gathers."""
+
+    linear = True  # forward mode: applied to the tangents
 
     _retain_in = (1,)
 

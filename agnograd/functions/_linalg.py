@@ -91,6 +91,8 @@ def check_matrix(op: str, x: Any, square: bool = False, name: str = "x") -> tupl
 
 
 class MatMul(FunctionNode):
+    bilinear = True  # forward mode: f(t1, x2) + f(x1, t2)
+
     _retain_in = (0, 1)
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -200,6 +202,8 @@ class TensorDot(FunctionNode):
     each resolve against the inputs' shapes (backward from their nodes': a graph
     re-run on a new shape takes the new ones, and a gradient graph may be built
     before any forward ran, see ``agnograd.grad``)."""
+
+    bilinear = True  # forward mode: f(t1, x2) + f(x1, t2)
 
     _retain_in = (0, 1)
 
@@ -311,6 +315,8 @@ def _axis(a: int, ndim: int, op: str, name: str) -> int:
 
 
 class VecDot(FunctionNode):
+    bilinear = True  # forward mode: f(t1, x2) + f(x1, t2)
+
     _retain_in = (0, 1)
 
     def __init__(self, axis: int) -> None:

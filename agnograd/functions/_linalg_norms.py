@@ -246,6 +246,8 @@ def _diagonal_length(m: int, n: int, offset: int) -> int:
 
 
 class Diagonal(FunctionNode):
+    linear = True  # forward mode: applied to the tangents
+
     def __init__(self, offset: int) -> None:
         self.offset = offset
 
@@ -341,6 +343,8 @@ def outer(x1: Any, x2: Any, /) -> Variable:
 
 
 class Cross(FunctionNode):
+    bilinear = True  # forward mode: f(t1, x2) + f(x1, t2)
+
     _retain_in = (0, 1)
 
     def __init__(self, axis: int) -> None:

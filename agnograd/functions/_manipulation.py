@@ -21,6 +21,8 @@ ROWS = Rows(__name__)
 
 
 class Reshape(FunctionNode):
+    linear = True  # forward mode: applied to the tangents
+
     def __init__(self, shape: tuple[int, ...]) -> None:
         self.shape = shape
 
@@ -50,6 +52,8 @@ def reshape(x: Any, /, shape: tuple[int, ...], *, copy: bool | None = None) -> V
 
 
 class PermuteDims(FunctionNode):
+    linear = True  # forward mode: applied to the tangents
+
     def __init__(self, axes: tuple[int, ...]) -> None:
         self.axes = axes
 
@@ -111,6 +115,8 @@ def matrix_transpose(x: Any, /) -> Variable:
 
 
 class MatrixTranspose(FunctionNode):
+    linear = True  # forward mode: applied to the tangents
+
     # Its own node, not a PermuteDims: the permutation depends on the number of axes,
     # which a graph re-run on a new shape takes from the new input.
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -157,6 +163,8 @@ class _Relayout(FunctionNode):
     """A reshape that inserts or removes axes of length one, its shape derived from
     the input's at every run (a graph re-run on a new shape gets the new layout) and
     the user's ``axis``."""
+
+    linear = True  # forward mode: applied to the tangents
 
     def __init__(self, axis: int | tuple[int, ...]) -> None:
         self.axis = axis
@@ -213,6 +221,8 @@ def squeeze(x: Any, /, axis: int | tuple[int, ...]) -> Variable:
 
 
 class Concat(FunctionNode):
+    linear = True  # forward mode: applied to the tangents
+
     def __init__(self, axis: int) -> None:
         self.axis = axis
 
@@ -258,6 +268,8 @@ def concat(arrays: Sequence[Any], /, axis: int | None = 0) -> Variable:
 
 
 class Stack(FunctionNode):
+    linear = True  # forward mode: applied to the tangents
+
     def __init__(self, axis: int) -> None:
         self.axis = axis
 
@@ -284,6 +296,8 @@ def stack(arrays: Sequence[Any], /, *, axis: int = 0) -> Variable:
 
 
 class Flip(FunctionNode):
+    linear = True  # forward mode: applied to the tangents
+
     def __init__(self, axis: int | tuple[int, ...] | None) -> None:
         self.axis = axis
 
@@ -339,6 +353,8 @@ class MoveAxis(FunctionNode):
     of axes, at each run (a graph re-run on a new shape takes the new one) and in
     backward (from the input's node)."""
 
+    linear = True  # forward mode: applied to the tangents
+
     def __init__(self, source: int | tuple[int, ...], destination: int | tuple[int, ...]) -> None:
         self.source = source
         self.destination = destination
@@ -380,6 +396,8 @@ def _one_axis(axis: int, ndim: int, op: str, name: str) -> int:
 
 
 class Roll(FunctionNode):
+    linear = True  # forward mode: applied to the tangents
+
     def __init__(self, shift: int | tuple[int, ...], axis: int | tuple[int, ...] | None) -> None:
         self.shift = shift
         self.axis = axis
@@ -421,6 +439,8 @@ class Unstack(FunctionNode):
     """``unstack``: as many outputs as ``x`` has elements along ``axis`` when the
     graph is built. A graph is made of its nodes, so that count cannot follow a new
     input shape: a run on another length is refused."""
+
+    linear = True  # forward mode: applied to the tangents
 
     def __init__(self, axis: int, shape: tuple[int, ...]) -> None:
         self.axis = axis  # as given (counted from the end where negative)
@@ -477,6 +497,8 @@ def unstack(x: Any, /, *, axis: int = 0) -> tuple[Variable, ...]:
 
 
 class AsType(FunctionNode):
+    linear = True  # forward mode: applied to the tangents
+
     def __init__(self, dtype: Any) -> None:
         self.dtype = dtype
 

@@ -13,6 +13,10 @@ ROWS = Rows(__name__)
 
 
 class Identity(FunctionNode):
+    linear = True  # forward mode: applied to the tangents
+
+    linear = True  # forward mode: applied to the tangents
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return inputs
 
@@ -39,6 +43,8 @@ def identity(*inputs: Any) -> Variable | tuple[Variable, ...]:
 
 class AsArrayCopy(FunctionNode):
     """``asarray(x, copy=True)``: a new array; the gradient passes through unchanged."""
+
+    linear = True  # forward mode: applied to the tangents
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (self.xp.asarray(inputs[0], copy=True),)

@@ -21,6 +21,8 @@ ROWS = Rows(__name__)
 
 
 class BroadcastTo(FunctionNode):
+    linear = True  # forward mode: applied to the tangents
+
     def __init__(self, shape: tuple[int, ...]) -> None:
         self.shape = shape
 
@@ -59,6 +61,8 @@ def broadcast_to(x: Any, /, shape: tuple[int, ...]) -> Variable:
 
 
 class BroadcastArrays(FunctionNode):
+    linear = True  # forward mode: applied to the tangents
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         # The shape comes from the inputs at every run, not from the build.
         return tuple(self.xp.broadcast_arrays(*inputs))
@@ -114,6 +118,8 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 class Repeat(FunctionNode):
     """``repeat`` with the same integer count for every element: the gradient of an
     element is the sum of its ``repeats`` copies."""
+
+    linear = True  # forward mode: applied to the tangents
 
     def __init__(self, repeats: int, axis: int) -> None:
         self.repeats = repeats
@@ -178,6 +184,8 @@ def repeat(x: Any, repeats: Any, /, *, axis: int | None = None) -> Variable:
 
 
 class Tile(FunctionNode):
+    linear = True  # forward mode: applied to the tangents
+
     def __init__(self, repetitions: tuple[int, ...]) -> None:
         self.repetitions = repetitions
 

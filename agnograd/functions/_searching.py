@@ -24,6 +24,18 @@ class Where(FunctionNode):
     def __init__(self, x1: Any, x2: Any) -> None:
         self.scalars = (x1, x2)  # the Python scalar operands; None where an array is given
 
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        # Linear in the branches: where(condition, t1, t2), a zero for a Python scalar
+        # or a branch without a tangent.
+        it = iter(tangents[1:])
+        t1, t2 = (next(it) if s is None else None for s in self.scalars)
+        if t1 is None and t2 is None:
+            return (None,)
+        y = outputs[0]
+        t1 = xp.zeros_like(y) if t1 is None else t1
+        t2 = xp.zeros_like(y) if t2 is None else t2
+        return (xp.where(inputs[0], t1, t2),)
+
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         it = iter(inputs)
         condition = next(it)

@@ -81,6 +81,8 @@ def _cast(x: Any, dtype: Any) -> Any:
 
 
 class Sum(FunctionNode):
+    linear = True  # forward mode: applied to the tangents
+
     fn = "sum"
 
     def __init__(self, axis: Axis, keepdims: bool, dtype: Any = None) -> None:
@@ -171,6 +173,8 @@ def mean(
 
 
 class Prod(Sum):
+    linear = False  # unlike its base class
+
     fn = "prod"
     _retain_in = (0,)
 
@@ -211,6 +215,8 @@ def prod(
 class Extremum(Sum):
     """``max``/``min``: the gradient goes to the elements equal to the result, split
     evenly among ties (as ``torch.amax`` does)."""
+
+    linear = False  # unlike its base class
 
     _retain_in = (0,)
     _retain_out = (0,)
@@ -393,6 +399,8 @@ def std(
 
 
 class CumulativeSum(FunctionNode):
+    linear = True  # forward mode: applied to the tangents
+
     fn = "cumulative_sum"
 
     def __init__(self, axis: int | None, include_initial: bool, dtype: Any = None) -> None:
@@ -449,6 +457,8 @@ def cumulative_sum(
 
 
 class CumulativeProd(CumulativeSum):
+    linear = False  # unlike its base class
+
     fn = "cumulative_prod"
     _retain_in = (0,)
     _retain_out = (0,)

@@ -309,6 +309,8 @@ class Copy(FunctionNode):
     array.
     """
 
+    linear = True  # forward mode: applied to the tangents
+
     def __init__(self, src: Device, dst: Device, copy: bool | None = True) -> None:
         self.src = src
         self.dst = dst

@@ -33,6 +33,8 @@ def _axis(axis: int, ndim: int) -> int:
 class Diff(FunctionNode):
     """``n``-th forward difference along ``axis`` of ``concat([prepend, x, append])``."""
 
+    linear = True  # forward mode: applied to the tangents
+
     def __init__(self, axis: int, n: int, has_prepend: bool, has_append: bool) -> None:
         self.given_axis = axis  # the user's: forward and backward resolve it for their shapes
         self.n = n

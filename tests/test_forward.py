@@ -1,0 +1,397 @@
+"""Forward mode (``agnograd.transforms._forward.jvp``): tangents pushed through each
+operation as it runs, derived from the declarations.
+
+Every function with an input domain in the testing kit is checked, so a new row is
+covered by itself: ``jvp == J v`` against the reverse-mode Jacobian
+(``agnograd.functional.jacobian``) on NumPy, array-api-strict and torch, hypothesis
+drawing the inputs; holomorphic functions also on complex inputs (against central
+differences); and a function hook counts that no backward runs during a jvp.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import agnograd
+import agnograd.functions as F
+from agnograd import Variable
+from agnograd.functional import jacobian
+from agnograd.functions import _elementwise
+from agnograd.testing import backend_namespace
+from agnograd.testing import strategies as ags
+from agnograd.transforms import _forward
+from agnograd.transforms._forward import jvp
+
+torch = pytest.importorskip("torch")
+
+BACKENDS = ("numpy", "array_api_strict", "torch")
+EXAMPLES = settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# Functions with an input domain whose nodes have no jvp of their own yet: their
+# tangents come from the fallback (the backward, transposed), which runs backward.
+FALLBACK = {
+    "cumulative_prod",
+    "linalg.cholesky",
+    "linalg.det",
+    "linalg.eig",
+    "linalg.eigh",
+    "linalg.eigvals",
+    "linalg.eigvalsh",
+    "linalg.inv",
+    "linalg.matrix_norm",
+    "linalg.matrix_power",
+    "linalg.pinv",
+    "linalg.qr",
+    "linalg.slogdet",
+    "linalg.solve",
+    "linalg.svd",
+    "linalg.svdvals",
+    "linalg.vector_norm",
+    "max",
+    "min",
+    "prod",
+    "sort",
+    "std",
+    "var",
+}
+# Their Jacobian is not a matrix of the real inputs: complex outputs of conventions
+# that reverse mode and jacobian do not share (eigenvectors' phases), or no gradient.
+SKIP = {"linalg.eig", "linalg.eigvals"}
+
+NAMES = [name for name in ags.registered_domains() if name not in SKIP]
+
+
+def to_numpy(a: Any) -> np.ndarray:
+    a = a.array if isinstance(a, Variable) else a
+    if isinstance(a, torch.Tensor):
+        return a.detach().resolve_conj().numpy()
+    return np.asarray(a)
+
+
+def leaves(y: Any) -> list[Any]:
+    if isinstance(y, tuple | list):
+        return [leaf for item in y for leaf in leaves(item)]
+    return [y]
+
+
+class CountBackward(agnograd.FunctionHook):
+    name = "CountBackward"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def backward_preprocess(self, function: Any, in_data: Any, out_grad: Any) -> None:
+        self.calls += 1
+
+
+def floating(xp: Any, x: Any) -> bool:
+    return bool(xp.isdtype(x.dtype, ("real floating", "complex floating")))
+
+
+def split(xp: Any, case: Any) -> tuple[list[int], Any]:
+    """The positions of the case's floating inputs, and the case as a function of them
+    (the others, indices, held fixed)."""
+    where = [i for i, x in enumerate(case.inputs) if floating(xp, x)]
+
+    def f(*xs: Any) -> Any:
+        inputs = list(case.inputs)
+        for i, x in zip(where, xs, strict=True):
+            inputs[i] = x
+        return case(*inputs)
+
+    return where, f
+
+
+def tangents_for(xp: Any, primals: list[Any], seed: int) -> list[Any]:
+    rng = np.random.default_rng(seed)
+    made = []
+    for p in primals:
+        t = rng.uniform(-1.0, 1.0, tuple(p.shape))
+        if xp.isdtype(p.dtype, "complex floating"):
+            t = t + 1j * rng.uniform(-1.0, 1.0, tuple(p.shape))
+        made.append(xp.astype(xp.asarray(t), p.dtype))
+    return made
+
+
+def jacobian_times(f: Any, primals: list[Any], tangents: list[Any]) -> list[np.ndarray]:
+    """``J v`` of ``f`` (each output) from the reverse-mode Jacobian."""
+    several = isinstance(f(*primals), tuple | list)
+    outputs = leaves(f(*primals))
+    jac = jacobian(lambda *xs: tuple(leaves(f(*xs))) if several else f(*xs), tuple(primals))
+    result = []
+    for k, y in enumerate(outputs):
+        total = np.zeros(tuple(y.shape), dtype=to_numpy(y).dtype)
+        for i, t in enumerate(tangents):
+            size = int(np.prod(tuple(t.shape)))
+            block = to_numpy(jac[k][i] if several else jac[i]).reshape(total.size, size)
+            total = total + (block @ to_numpy(t).reshape(-1)).reshape(total.shape)
+        result.append(total)
+    return result
+
+
+def central_difference(f: Any, primals: list[Any], tangents: list[Any]) -> np.ndarray:
+    h = 1e-6
+    plus = f(*[p + h * t for p, t in zip(primals, tangents, strict=True)])
+    minus = f(*[p - h * t for p, t in zip(primals, tangents, strict=True)])
+    return (to_numpy(plus) - to_numpy(minus)) / (2 * h)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", NAMES)
+@EXAMPLES
+@given(data=st.data())
+def test_jvp_is_jacobian_times_tangent(name: str, backend: str, data: Any) -> None:
+    xp = backend_namespace(backend)
+    case = data.draw(ags.function_inputs(xp, name), label="case")
+    where, f = split(xp, case)
+    primals = [case.inputs[i] for i in where]
+    if not primals:
+        return
+    tangents = tangents_for(xp, primals, data.draw(st.integers(0, 2**16), label="seed"))
+    with CountBackward() as hook:
+        output, out_tangent = jvp(f, tuple(primals), tuple(tangents))
+    if name not in FALLBACK:
+        assert hook.calls == 0, f"{name}: {hook.calls} backward calls during jvp"
+    tolerance = {"rtol": 1e-6, "atol": 1e-8}
+    if any(xp.isdtype(p.dtype, "complex floating") for p in primals):
+        # (conj, real, imag, hfft, irfft: not holomorphic, so no complex Jacobian)
+        expected = [central_difference(f, primals, tangents)]
+        tolerance = {"rtol": 1e-5, "atol": 1e-7}
+    else:
+        expected = jacobian_times(f, primals, tangents)
+    got = leaves(out_tangent)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected, strict=True):
+        assert not isinstance(g, Variable)  # raw arrays in, raw arrays out
+        np.testing.assert_allclose(to_numpy(g), e, **tolerance)
+    for y, ref in zip(leaves(output), leaves(f(*primals)), strict=True):
+        np.testing.assert_array_equal(to_numpy(y), to_numpy(ref))
+
+
+# -- complex: holomorphic rows, against central differences ----------------------------
+
+# The rows whose function is holomorphic (on the domain the kit draws from, turned
+# a little into the complex plane); abs, the real/imag parts and the extensions of
+# real functions (atan2, hypot, ...) are not.
+HOLOMORPHIC = [
+    name
+    for name in [
+        "exp",
+        "expm1",
+        "log",
+        "log1p",
+        "log2",
+        "log10",
+        "sin",
+        "cos",
+        "tan",
+        "sinh",
+        "cosh",
+        "tanh",
+        "asin",
+        "acos",
+        "atan",
+        "asinh",
+        "acosh",
+        "atanh",
+        "sqrt",
+        "square",
+        "reciprocal",
+        "negative",
+        "positive",
+        "add",
+        "subtract",
+        "multiply",
+        "divide",
+        "pow",
+    ]
+    if name in _elementwise.CHAPTER
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", HOLOMORPHIC)
+@EXAMPLES
+@given(data=st.data())
+def test_complex_jvp_of_holomorphic_rows(name: str, backend: str, data: Any) -> None:
+    xp = backend_namespace(backend)
+    case = data.draw(ags.function_inputs(xp, name), label="case")
+    primals = [xp.astype(x, xp.complex128) * (1 + 0.2j) for x in case.inputs]
+    tangents = tangents_for(xp, primals, data.draw(st.integers(0, 2**16), label="seed"))
+    _, t = jvp(case, tuple(primals), tuple(tangents))
+    expected = central_difference(case, primals, tangents)
+    np.testing.assert_allclose(to_numpy(t), expected, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["abs", "real", "imag", "conj"])
+def test_complex_jvp_of_nonholomorphic_rows(name: str) -> None:
+    """Real results of complex inputs, and conj: the R-linear directional derivative."""
+    fn = getattr(agnograd.namespace(np), name)
+    z = np.array([1.0 + 2.0j, -0.5 + 0.3j, 2.0 - 1.0j])
+    v = np.array([0.3 - 1.0j, 1.0 + 0.5j, -0.2 + 0.1j])
+    _, t = jvp(fn, (z,), (v,))
+    expected = central_difference(lambda a: fn(a).array, [z], [v])
+    np.testing.assert_allclose(t, expected, rtol=1e-6, atol=1e-8)
+
+
+# -- the user's nodes: jvp, and the fallback ---------------------------------------------
+
+
+class Cube(agnograd.FunctionNode):
+    def forward(self, inputs: Any) -> Any:
+        self.retain_inputs((0,))
+        return (inputs[0] ** 3,)
+
+    def backward(self, indexes: Any, grad_outputs: Any) -> Any:
+        (x,) = self.get_retained_inputs()
+        return (3 * x * x * grad_outputs[0],)
+
+
+class CubeWithJvp(Cube):
+    calls = 0
+
+    def jvp(self, inputs: Any, tangents: Any) -> Any:
+        type(self).calls += 1
+        (x,), (t,) = inputs, tangents
+        return (3 * x * x * t,)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_user_node_jvp_is_used_and_no_backward_runs(backend: str) -> None:
+    xp = backend_namespace(backend)
+    x = xp.asarray([0.5, -1.0, 2.0], dtype=xp.float64)
+    v = xp.asarray([1.0, 2.0, -1.0], dtype=xp.float64)
+    CubeWithJvp.calls = 0
+    with CountBackward() as hook:
+        _, t = jvp(lambda a: F.sin(CubeWithJvp().apply((a,))[0]), (x,), (v,))
+    assert hook.calls == 0
+    assert CubeWithJvp.calls == 1
+    expected = np.cos(to_numpy(x) ** 3) * 3 * to_numpy(x) ** 2 * to_numpy(v)
+    np.testing.assert_allclose(to_numpy(t), expected)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_node_without_jvp_falls_back_to_its_backward_transposed(backend: str) -> None:
+    xp = backend_namespace(backend)
+    x = xp.asarray([0.5, -1.0, 2.0], dtype=xp.float64)
+    v = xp.asarray([1.0, 2.0, -1.0], dtype=xp.float64)
+    y, t = jvp(lambda a: F.sin(Cube().apply((a,))[0]), (x,), (v,))
+    expected = np.cos(to_numpy(x) ** 3) * 3 * to_numpy(x) ** 2 * to_numpy(v)
+    np.testing.assert_allclose(to_numpy(t), expected)
+    np.testing.assert_allclose(to_numpy(y), np.sin(to_numpy(x) ** 3))
+
+
+def test_fallback_refuses_to_be_differentiated_again() -> None:
+    x = Variable(np.array([0.5, 2.0]))
+    with pytest.raises(NotImplementedError, match="Cube defines no jvp"):
+        jvp(lambda a: Cube().apply((a,))[0], (x,), (np.ones(2),))
+
+
+# -- the transform's interface -----------------------------------------------------------
+
+
+def test_raw_in_raw_out_variables_in_variables_out() -> None:
+    x, v = np.array([0.1, 0.2]), np.array([1.0, 1.0])
+    y, t = jvp(F.tanh, (x,), (v,))
+    assert type(y) is np.ndarray
+    assert type(t) is np.ndarray
+    y, t = jvp(F.tanh, (Variable(x, requires_grad=False),), (v,))
+    assert isinstance(y, Variable)
+    assert isinstance(t, Variable)
+    np.testing.assert_allclose(t.array, 1 - np.tanh(x) ** 2)
+
+
+def test_nested_arguments_and_aux() -> None:
+    params = {"w": np.array([2.0, 3.0]), "b": (np.array(1.0),)}
+    tangents = {"w": np.array([1.0, 0.0]), "b": (np.array(1.0),)}
+
+    def f(p: Any, x: Any) -> Any:
+        y = F.sum(p["w"] * x) + p["b"][0]
+        return {"y": y, "twice": [y * 2]}, "aux"
+
+    x = np.array([1.0, 1.0])
+    out, t, aux = jvp(f, (params, x), (tangents, np.zeros(2)), has_aux=True)
+    assert aux == "aux"
+    assert float(out["y"]) == 6.0
+    assert float(t["y"]) == 2.0
+    assert float(t["twice"][0]) == 4.0
+
+
+def test_constants_have_no_tangent_and_outputs_that_ignore_inputs_get_zeros() -> None:
+    c = np.array([1.0, 2.0])
+    _, t = jvp(lambda x: F.exp(Variable(c)), (np.zeros(2),), (np.ones(2),))
+    np.testing.assert_array_equal(t, np.zeros(2))
+    # The same Variable captured from outside carries no tangent.
+    outside = Variable(np.array([1.0, 2.0]))
+    _, t = jvp(lambda x: x * outside, (outside,), (np.ones(2),))
+    np.testing.assert_array_equal(t.array, np.array([1.0, 2.0]))
+
+
+def test_errors_name_the_argument() -> None:
+    with pytest.raises(ValueError, match="tangent 0 has shape"):
+        jvp(F.sin, (np.zeros(2),), (np.zeros(3),))
+    with pytest.raises(TypeError, match="tuples of arguments"):
+        jvp(F.sin, np.zeros(2), np.zeros(2))
+    with pytest.raises(TypeError, match="floating dtype"):
+        jvp(F.sin, (np.zeros(2),), (np.zeros(2, dtype=np.int64),))
+
+
+def test_fast_paths_are_off_only_inside_a_jvp() -> None:
+    hooks = agnograd.config.function_hooks
+    seen = []
+    jvp(
+        lambda x: seen.append(dict(agnograd.config.function_hooks)) or x * 2,
+        (np.ones(1),),
+        (np.ones(1),),
+    )
+    assert "agnograd.jvp" in seen[0]
+    assert agnograd.config.function_hooks == hooks
+
+
+# -- higher orders ----------------------------------------------------------------------
+
+
+def test_forward_over_forward() -> None:
+    x, u, v = np.array([0.3, 1.2]), np.array([1.0, 2.0]), np.array([0.5, -1.0])
+
+    def tangent(a: Any) -> Any:
+        return jvp(F.sin, (a,), (v,))[1]
+
+    _, second = jvp(tangent, (x,), (u,))
+    np.testing.assert_allclose(to_numpy(second), -np.sin(x) * u * v)
+
+
+def test_forward_over_reverse_is_a_hessian_vector_product() -> None:
+    x, v = np.array([0.3, 1.2, -0.7]), np.array([1.0, 2.0, 0.5])
+
+    def gradient(a: Any) -> Any:
+        (g,) = agnograd.grad([F.sum(F.sin(a) * a)], [a], enable_double_backprop=True)
+        return g
+
+    with CountBackward():
+        _, hv = jvp(gradient, (Variable(x),), (v,))
+    # d2/dx2 (x sin x) = 2 cos x - x sin x
+    np.testing.assert_allclose(to_numpy(hv), (2 * np.cos(x) - x * np.sin(x)) * v)
+
+
+def test_reverse_over_forward() -> None:
+    x, v = Variable(np.array([0.3, 1.2])), np.array([0.5, -1.0])
+    _, t = jvp(lambda a: F.tanh(a) * a, (x,), (v,))
+    F.sum(t).backward()
+    # t = (x (1 - tanh^2) + tanh) v; d/dx of it
+    th = np.tanh(x.array)
+    d2 = 2 * (1 - th**2) - 2 * x.array * th * (1 - th**2)
+    np.testing.assert_allclose(x.grad, d2 * v)
+
+
+def test_level_table_forgets_dead_variables() -> None:
+    level = _forward._Level(None)
+    a = Variable(np.ones(2))
+    level.set(a, np.zeros(2))
+    del a
+    assert level.tangents == {}
