@@ -57,6 +57,10 @@ class FunctionNode:
     namespace for raw arrays, agnograd's differentiable one for Variables, so the same
     code runs at every order on every library (``self.xp`` refuses Variables, and
     torch's tensors have no ``__array_namespace__``); the concepts guide shows one.
+    Forward mode calls ``jvp(self, inputs, tangents)`` where a subclass defines it
+    (one tangent per input, None for a zero; it returns one per output, like
+    ``backward`` on raw arrays or Variables); a node without one gets its tangents
+    from its backward, transposed (a second pass, for that node alone).
 
     Examples
     --------
