@@ -309,9 +309,8 @@ class FunctionNode:
         if inputs.__class__ is not tuple and inputs.__class__ is not list:
             inputs = _input_sequence(self, inputs)
         if hooks:
-            # Inside a jvp (agnograd.transforms._forward), its innermost level sits among
-            # the hooks, which sends every operation here, off the fast paths: it runs
-            # this node and pushes the tangents of its inputs through it.
+            # Inside a jvp its innermost level is a hook (agnograd.transforms._forward),
+            # so no fast path runs: the level runs the node and pushes its tangents.
             level = hooks.get(FORWARD_MODE)
             if level is not None:
                 return level.apply(self, inputs)
