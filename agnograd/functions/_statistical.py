@@ -178,6 +178,12 @@ class Prod(Sum):
     fn = "prod"
     _retain_in = (0,)
 
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        # holomorphic: the derivative itself, where backward takes its conjugate
+        axes = normalize_axes(self.axis, len(inputs[0].shape), self.fn)
+        others = others_product(inputs[0], axes)
+        return (xp.sum(tangents[0] * others, axis=axes, keepdims=self.keepdims),)
+
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (x,) = self.get_retained_inputs()
         others = conjugate(namespace_of(x), others_product(x, self.axes))
@@ -225,17 +231,27 @@ class Extremum(Sum):
     def label(self) -> str:
         return self.fn.capitalize()
 
+    def _ties(self, x: Any, y: Any, axes: tuple[int, ...]) -> tuple[Any, Any]:
+        """Where the extremum ``y`` is in ``x``, and how many tie there: constants of
+        the derivative, computed from the arrays (or, in a gradient graph not run yet,
+        by nodes of it from the data it runs on: the same operations, so the same ties)."""
+        x, y = held(x), held(y)
+        r = namespace_of(y)
+        kept = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+        hit = r.equal(x, y if self.keepdims else r.reshape(y, kept))
+        return hit, r.sum(r.astype(hit, x.dtype), axis=axes, keepdims=True)
+
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        axes = normalize_axes(self.axis, len(inputs[0].shape), self.fn)
+        hit, count = self._ties(inputs[0], outputs[0], axes)
+        shared = xp.where(hit, tangents[0] / count, 0.0)
+        return (xp.sum(shared, axis=axes, keepdims=self.keepdims),)
+
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         gy = self._kept(grad_outputs[0])
         xp = namespace_of(gy)
-        # Where the extremum is, and how many tie there: constants of the gradient,
-        # computed from the arrays (or, in a gradient graph not run yet, by nodes of
-        # it from the data it runs on: the same operations, so the same ties).
-        x = held(self.get_retained_inputs()[0])
-        y = held(self.get_retained_outputs()[0])
-        r = namespace_of(y)
-        hit = r.equal(x, r.reshape(y, tuple(gy.shape)))
-        count = r.sum(r.astype(hit, x.dtype), axis=self.axes, keepdims=True)
+        (x,), (y,) = self.get_retained_inputs(), self.get_retained_outputs()
+        hit, count = self._ties(x, y, self.axes)
         return (xp.where(hit, gy / count, 0.0),)
 
 
@@ -314,18 +330,38 @@ class Var(FunctionNode):
             y = xp.sum(squares, axis=axes, keepdims=self.keepdims) / dof
             return (xp.sqrt(y) if self.fn == "std" else y,)
 
+    def _centered(self, x: Any) -> tuple[Any, float, tuple[int, ...]]:
+        """``x - mean(x)``, ``1 / (N - correction)`` and the reduced axes."""
+        xp = namespace_of(x)
+        shape = tuple(x.shape)
+        axes = normalize_axes(self.axis, len(shape), self.fn)
+        dof = math.prod(shape[a] for a in axes) - self.correction
+        # N - correction <= 0 makes the forward inf or nan; the derivatives follow.
+        scale = 1.0 / dof if dof > 0 else math.nan
+        return x - xp.mean(x, axis=axes, keepdims=True), scale, axes
+
     def _parts(self, gy: Any) -> tuple[Any, Any, float]:
         """``gy`` with the reduced axes kept, ``x - mean(x)`` and ``1 / (N - correction)``."""
         (x,) = self.get_retained_inputs()
-        xp = namespace_of(gy)
-        shape = tuple(x.shape)
-        axes = normalize_axes(self.axis, len(shape), self.fn)
+        centered, scale, axes = self._centered(x)
         if not self.keepdims:
-            gy = xp.reshape(gy, tuple(1 if i in axes else s for i, s in enumerate(shape)))
-        dof = math.prod(shape[a] for a in axes) - self.correction
-        # N - correction <= 0 makes the forward inf or nan; the gradient follows.
-        scale = 1.0 / dof if dof > 0 else math.nan
-        return gy, x - xp.mean(x, axis=axes, keepdims=True), scale
+            shape = tuple(x.shape)
+            gy = namespace_of(gy).reshape(
+                gy, tuple(1 if i in axes else s for i, s in enumerate(shape))
+            )
+        return gy, centered, scale
+
+    def _half_jvp(self, xp: Any, x: Any, t: Any) -> Any:
+        """Half the tangent of the variance: ``sum(Re(conj(x - mean) t)) / (N - correction)``
+        (the mean's tangent drops out: the centered values sum to 0)."""
+        centered, scale, axes = self._centered(x)
+        product = conjugate(xp, centered) * t
+        if xp.isdtype(product.dtype, "complex floating"):
+            product = xp.real(product)
+        return scale * xp.sum(product, axis=axes, keepdims=self.keepdims)
+
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        return (2.0 * self._half_jvp(xp, inputs[0], tangents[0]),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         gy, centered, scale = self._parts(grad_outputs[0])
@@ -361,15 +397,21 @@ class Std(Var):
     fn = "std"
     _retain_out = (0,)
 
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        return (_over_std(xp, self._half_jvp(xp, inputs[0], tangents[0]), outputs[0]),)
+
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         gy, centered, scale = self._parts(grad_outputs[0])
         xp = namespace_of(gy)
         (y,) = self.get_retained_outputs()
-        y = xp.reshape(y, tuple(gy.shape))
-        # d std = d var / (2 std); where std is 0 the gradient is 0 (as in PyTorch).
-        zero = held(y) == 0
-        g = xp.where(zero, 0.0, gy / xp.where(zero, 1.0, y))
-        return (scale * g * centered,)
+        return (scale * _over_std(xp, gy, xp.reshape(y, tuple(gy.shape))) * centered,)
+
+
+def _over_std(xp: Any, a: Any, y: Any) -> Any:
+    """``a / y``, ``y`` the standard deviation: d std = d var / (2 std), taken as 0
+    where std is 0 (as in PyTorch)."""
+    zero = held(y) == 0
+    return xp.where(zero, 0.0, a / xp.where(zero, 1.0, y))
 
 
 @ROWS.declare("std")
@@ -463,6 +505,28 @@ class CumulativeProd(CumulativeSum):
     _retain_in = (0,)
     _retain_out = (0,)
 
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        (x,), (t,) = inputs, tangents
+        axis = _single_axis(self.given_axis, len(x.shape), self.fn)
+        # ty[j] = sum over i <= j of t[i] * prod(x[k] for k <= j, k != i) (holomorphic:
+        # no conjugates). Before the first zero z1 that is y[j] * cumsum(t / x)[j]; from
+        # z1 on, the term i = z1 is t[z1] * cumprod(x with x[z1] = 1)[j], the terms of
+        # the other nonzero x[i] are x[z1] * that cumprod * t[i] / x[i] and, from the
+        # second zero z2 on, that of i = z2 is x[z1] * t[z2] * cumprod(x with x[z1] =
+        # x[z2] = 1): 0, but not their derivatives (forward over forward), as in backward.
+        zero, first, second = _zeros(x, axis)
+        lead = xp.cumulative_prod(xp.where(first, 1.0, x), axis=axis)
+        both = xp.cumulative_prod(xp.where(first | second, 1.0, x), axis=axis)
+        ratio = xp.cumulative_sum(xp.where(zero, 0.0, t / xp.where(zero, 1.0, x)), axis=axis)
+        x1 = xp.sum(xp.where(first, x, 0.0), axis=axis, keepdims=True)
+        t1 = xp.sum(xp.where(first, t, 0.0), axis=axis, keepdims=True)
+        t2 = xp.sum(xp.where(second, t, 0.0), axis=axis, keepdims=True)
+        ty = lead * xp.where(_before(first, axis), ratio, t1 + x1 * ratio)
+        ty = ty + xp.where(_before(second, axis), 0.0, x1 * t2 * both)
+        if self.include_initial:
+            ty = xp.concat([xp.zeros_like(outputs[0][_along(axis, slice(0, 1))]), ty], axis=axis)
+        return (ty,)
+
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         axis = self.axis
         gy = self._trim(grad_outputs[0], axis)
@@ -476,19 +540,13 @@ class CumulativeProd(CumulativeSum):
         # second zero z2 it is x[z1] * rcs(gy * cumprod(x with x[z1] = x[z2] = 1))[z2],
         # whose value is 0 but whose derivative (double backprop) is not; after two
         # zeros both value and derivative vanish.
-        rx = held(x)  # where the zeros are: constants (nodes of a gradient graph not run yet)
-        r = namespace_of(rx)
-        zero = rx == 0
-        # int32 counts: some devices have no int64 (array-api-strict's no_x64).
-        count = r.cumulative_sum(r.astype(zero, r.int32), axis=axis, dtype=r.int32)
-        first = zero & (count == 1)
+        zero, first, second = _zeros(x, axis)
         gx = xp.where(zero, 0.0, reverse_cumulative_sum(gy * y, axis) / xp.where(zero, 1.0, x))
         at_first = reverse_cumulative_sum(
             gy * xp.cumulative_prod(xp.where(first, 1.0, x), axis=axis), axis
         )
         gx = xp.where(first, at_first, gx)
         if isinstance(gy, Variable):
-            second = zero & (count == 2)
             both = xp.where(first | second, 1.0, x)
             lead = xp.sum(xp.where(first, x, 0.0), axis=axis, keepdims=True)
             at_second = lead * reverse_cumulative_sum(
@@ -496,6 +554,23 @@ class CumulativeProd(CumulativeSum):
             )
             gx = xp.where(second, at_second, gx)
         return (gx,)
+
+
+def _zeros(x: Any, axis: int) -> tuple[Any, Any, Any]:
+    """Where ``x`` is zero, where its first zero along ``axis`` is, and its second:
+    constants of the derivatives (nodes of a gradient graph not run yet)."""
+    rx = held(x)
+    r = namespace_of(rx)
+    zero = rx == 0
+    # int32 counts: some devices have no int64 (array-api-strict's no_x64).
+    count = r.cumulative_sum(r.astype(zero, r.int32), axis=axis, dtype=r.int32)
+    return zero, zero & (count == 1), zero & (count == 2)
+
+
+def _before(mask: Any, axis: int) -> Any:
+    """Where no element of ``mask`` is true yet along ``axis`` (inclusive)."""
+    r = namespace_of(mask)
+    return r.cumulative_sum(r.astype(mask, r.int32), axis=axis, dtype=r.int32) == 0
 
 
 @ROWS.declare("cumulative_prod")
