@@ -42,14 +42,12 @@ FALLBACK = {
     "linalg.eigvals",
     "linalg.eigvalsh",
     "linalg.inv",
-    "linalg.matrix_norm",
     "linalg.pinv",
     "linalg.qr",
     "linalg.slogdet",
     "linalg.solve",
     "linalg.svd",
     "linalg.svdvals",
-    "linalg.vector_norm",
 }
 # Their Jacobian is not a matrix of the real inputs: complex outputs of conventions
 # that reverse mode and jacobian do not share (eigenvectors' phases), or no gradient.

@@ -79,22 +79,19 @@ class VectorNorm(FunctionNode):
             shape = tuple(s for i, s in enumerate(x.shape) if i not in axes)
         return ((shape, real_dtype(x.xp, x.dtype)),)
 
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        (x,) = self.get_retained_inputs()
-        (y,) = self.get_retained_outputs()
-        (gy,) = grad_outputs
-        xp = namespace_of(gy)
-        shape = input_shape(self)
+    def _slope(self, x: Any, y: Any, shape: tuple[int, ...]) -> tuple[Any, tuple[int, ...]]:
+        """``w`` such that the norm's gradient is ``gy * w`` and its tangent the sum of
+        ``Re(conj(w) t)`` (``w`` is ``2 dy/d conj(x)`` for complex ``x``), and the axes."""
+        xp = namespace_of(x)
         axes = normalize_axes(self.axis, len(shape), "linalg.vector_norm")
         if not self.keepdims:
             y = _expand_reduced(xp, y, shape, axes)
-            gy = _expand_reduced(xp, gy, shape, axes)
         p = self.ord
         # The gradient at the zero vector is 0 (PyTorch's subgradient): zeros are
         # replaced by ones where they would be divided by, and multiplied by 0 anyway.
         y_safe = y + xp.astype(y == 0, y.dtype)
         if p == 2:
-            return (gy * x / y_safe,)
+            return x / y_safe, axes
         ax = xp.abs(x)
         ax_safe = ax + xp.astype(ax == 0, ax.dtype)
         unit = x / ax_safe  # sign(x), or x / |x| for complex x; 0 at 0
@@ -102,10 +99,28 @@ class VectorNorm(FunctionNode):
             # All of the extreme elements share the gradient evenly (ties split).
             hit = xp.astype(ax == y, ax.dtype)
             count = xp.sum(hit, axis=axes, keepdims=True)
-            return (gy * unit * (hit / count),)
+            return unit * (hit / count), axes
         if p == 1:
-            return (gy * unit,)
-        return (gy * unit * (ax_safe / y_safe) ** (p - 1),)
+            return unit, axes
+        return unit * (ax_safe / y_safe) ** (p - 1), axes
+
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        (x,), (t,) = inputs, tangents
+        w, axes = self._slope(x, outputs[0], tuple(x.shape))
+        product = conjugate(xp, w) * t
+        if xp.isdtype(product.dtype, "complex floating"):
+            product = xp.real(product)
+        return (xp.sum(product, axis=axes, keepdims=self.keepdims),)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (x,) = self.get_retained_inputs()
+        (y,) = self.get_retained_outputs()
+        (gy,) = grad_outputs
+        shape = input_shape(self)
+        w, axes = self._slope(x, y, shape)
+        if not self.keepdims:
+            gy = _expand_reduced(namespace_of(gy), gy, shape, axes)
+        return (gy * w,)
 
 
 @ROWS.declare("linalg.vector_norm")
