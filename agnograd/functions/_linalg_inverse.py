@@ -48,6 +48,10 @@ class Inv(FunctionNode):
     def infer(self, inputs: tuple[Any, ...]) -> tuple[Spec, ...]:
         return ((inputs[0].shape, inputs[0].dtype),)
 
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        (y,) = outputs
+        return (-(y @ tangents[0] @ y),)
+
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (y,) = self.get_retained_outputs()
         (gy,) = grad_outputs
@@ -93,6 +97,18 @@ class Solve(FunctionNode):
         if self.vector:
             return ((a.shape[:-1], dtype),)
         return (((*broadcast_shapes(a.shape[:-2], b.shape[:-2]), *b.shape[-2:]), dtype),)
+
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        # dX = A^-1 (dB - dA X)
+        (a, _), (x,), (ta, tb) = inputs, outputs, tangents
+        if self.vector:  # columns explicit, as in backward
+            x = xp.expand_dims(x, axis=-1)
+            tb = None if tb is None else xp.expand_dims(tb, axis=-1)
+        rhs = None if ta is None else -(ta @ x)
+        if tb is not None:
+            rhs = tb if rhs is None else tb + rhs
+        tx = xp.linalg.solve(a, rhs)
+        return (tx[..., 0] if self.vector else tx,)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (a,) = self.get_retained_inputs()
@@ -211,26 +227,42 @@ class Det(FunctionNode):
     def infer(self, inputs: tuple[Any, ...]) -> tuple[Spec, ...]:
         return ((inputs[0].shape[:-2], inputs[0].dtype),)
 
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        # d det = tr(adj(a) dA) (holomorphic)
+        return (_paired(xp, _det_slope(xp, inputs[0], outputs[0]), tangents[0]),)
+
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (a,) = self.get_retained_inputs()
         (d,) = self.get_retained_outputs()
         (gd,) = grad_outputs
         xp = namespace_of(gd)
-        # gd * adj(a)^H, where adj(a) = det(a) inv(a) for an invertible matrix.
-        near = _near_singular(held(a))
-        scale = _matrix_scalar(xp, gd * conjugate(xp, d))
-        if near is None:
-            return (scale * mh(xp, xp.linalg.inv(a)),)
-        # Each path sees only its own matrices; the others are replaced by ones it
-        # handles with finite derivatives (the identity, diag(1, 2, ..., n)), so that
-        # the masked-out half of double backprop is zeros, not 0 * inf.
-        n = a.shape[-1]
-        near = _matrix_scalar(namespace_of(near), near)
-        eye = xp.eye(n, dtype=a.dtype, device=a.device)
-        steps = xp.asarray([float(k) for k in range(1, n + 1)], dtype=a.dtype, device=a.device)
-        by_inverse = scale * mh(xp, xp.linalg.inv(xp.where(near, eye, a)))
-        by_adjugate = _matrix_scalar(xp, gd) * _adjugate_h(xp, xp.where(near, a, eye * steps))
-        return (xp.where(near, by_adjugate, by_inverse),)
+        return (_matrix_scalar(xp, gd) * _det_slope(xp, a, d),)
+
+
+def _det_slope(xp: Any, a: Any, d: Any) -> Any:
+    """``adj(a)^H``, the conjugated derivative of ``d = det(a)``: ``conj(d) inv(a)^H``
+    for an invertible matrix, the adjugate itself (:func:`_adjugate_h`) for one
+    nearly singular."""
+    near = _near_singular(held(a))
+    scale = _matrix_scalar(xp, conjugate(xp, d))
+    if near is None:
+        return scale * mh(xp, xp.linalg.inv(a))
+    # Each path sees only its own matrices; the others are replaced by ones it
+    # handles with finite derivatives (the identity, diag(1, 2, ..., n)), so that
+    # the masked-out half of double backprop is zeros, not 0 * inf.
+    n = a.shape[-1]
+    near = _matrix_scalar(namespace_of(near), near)
+    eye = xp.eye(n, dtype=a.dtype, device=a.device)
+    steps = xp.asarray([float(k) for k in range(1, n + 1)], dtype=a.dtype, device=a.device)
+    by_inverse = scale * mh(xp, xp.linalg.inv(xp.where(near, eye, a)))
+    by_adjugate = _adjugate_h(xp, xp.where(near, a, eye * steps))
+    return xp.where(near, by_adjugate, by_inverse)
+
+
+def _paired(xp: Any, slope: Any, t: Any) -> Any:
+    """``sum(conj(slope) * t)`` over each matrix: the tangent of a function of a
+    matrix whose rule multiplies the output gradient by ``slope``."""
+    return xp.sum(conjugate(xp, slope) * t, axis=(-2, -1))
 
 
 @ROWS.declare("linalg.det")
@@ -270,6 +302,15 @@ class Slogdet(FunctionNode):
     def infer(self, inputs: tuple[Any, ...]) -> tuple[Spec, ...]:
         x = inputs[0]
         return ((x.shape[:-2], x.dtype), (x.shape[:-2], real_dtype(x.xp, x.dtype)))
+
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        # tr(A^-1 dA) = d log det: its real part moves logabsdet, its imaginary part
+        # the phase of a complex sign (a real sign is piecewise constant).
+        (a,), (sign, _) = inputs, outputs
+        change = _paired(xp, mh(xp, xp.linalg.inv(a)), tangents[0])
+        if not is_complex(a):
+            return (None, change)
+        return (sign * (change - xp.real(change)), xp.real(change))
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (a,) = self.get_retained_inputs()
@@ -327,6 +368,14 @@ class Pinv(FunctionNode):
     def infer(self, inputs: tuple[Any, ...]) -> tuple[Spec, ...]:
         x = inputs[0]
         return (((*x.shape[:-2], x.shape[-1], x.shape[-2]), x.dtype),)
+
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        (a,), (p,), (t,) = inputs, outputs, tangents
+        ph, th = mh(xp, p), mh(xp, t)
+        # The transpose of backward's: -P dA P + P P^H dA^H (I - A P) + (I - P A) dA^H P^H P.
+        z = (p @ ph) @ th
+        w = th @ (ph @ p)
+        return (-(p @ t @ p) + (z - (z @ a) @ p) + (w - p @ (a @ w)),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (a,) = self.get_retained_inputs()
