@@ -34,16 +34,7 @@ EXAMPLES = settings(max_examples=4, deadline=None, suppress_health_check=[Health
 
 # Functions with an input domain whose nodes have no jvp of their own yet: their
 # tangents come from the fallback (the backward, transposed), which runs backward.
-FALLBACK = {
-    "linalg.cholesky",
-    "linalg.eig",
-    "linalg.eigh",
-    "linalg.eigvals",
-    "linalg.eigvalsh",
-    "linalg.qr",
-    "linalg.svd",
-    "linalg.svdvals",
-}
+FALLBACK: set[str] = set()
 # Their Jacobian is not a matrix of the real inputs: complex outputs of conventions
 # that reverse mode and jacobian do not share (eigenvectors' phases), or no gradient.
 SKIP = {"linalg.eig", "linalg.eigvals"}

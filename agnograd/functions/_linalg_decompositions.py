@@ -69,6 +69,15 @@ class Cholesky(FunctionNode):
     def infer(self, inputs: tuple[Any, ...]) -> tuple[Spec, ...]:
         return ((inputs[0].shape, inputs[0].dtype),)
 
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        (factor,), (t,) = outputs, tangents
+        if self.upper:  # U = L^H
+            factor = mh(xp, factor)
+        # dL = L Phi(L^-1 dA L^-H), of the Hermitian part of dA (as backward's gradient).
+        linv = xp.linalg.inv(factor)
+        dl = factor @ _tril_half(xp, linv @ ((t + mh(xp, t)) * 0.5) @ mh(xp, linv))
+        return (mh(xp, dl) if self.upper else dl,)
+
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (factor,) = self.get_retained_outputs()
         (g,) = grad_outputs
@@ -129,6 +138,16 @@ def _qr_backward(xp: Any, q: Any, r: Any, gq: Any, gr: Any) -> Any:
     return mh(xp, xp.linalg.solve(r, mh(xp, b)))
 
 
+def _qr_jvp(xp: Any, q: Any, r: Any, t: Any) -> tuple[Any, Any]:
+    """Tangents of ``x = Q R`` with ``x`` square or tall and of full rank: with
+    ``C = Q^H dA R^-1``, ``dR = triu(C + C^H)/half diagonal R`` and ``dQ = dA R^-1 -
+    Q (dR R^-1)``."""
+    dar = mh(xp, xp.linalg.solve(mh(xp, r), mh(xp, t)))  # dA R^-1
+    c = mh(xp, q) @ dar
+    upper = mh(xp, _tril_half(xp, c + mh(xp, c)))  # the upper triangle, as dR R^-1 is
+    return dar - q @ upper, upper @ r
+
+
 class QR(FunctionNode):
     _retain_out = (0, 1)
 
@@ -144,16 +163,30 @@ class QR(FunctionNode):
         k = m if self.mode == "complete" else min(m, n)
         return (((*batch, m, k), x.dtype), ((*batch, k, n), x.dtype))
 
+    def _check(self, m: int, n: int) -> None:
+        if self.mode == "complete" and m > n:
+            raise NotImplementedError(
+                "linalg.qr: no derivative for mode='complete' with more rows than columns: "
+                "the extra columns of Q are not determined by x; use mode='reduced'"
+            )
+
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        (q, r), (t,) = outputs, tangents
+        m, n = q.shape[-2], r.shape[-1]
+        self._check(m, n)
+        if m >= n:
+            return _qr_jvp(xp, q, r, t)
+        # Wide x = [X | Y]: X = Q R1 is a square QR and R2 = Q^H Y.
+        dq, dr1 = _qr_jvp(xp, q, r[..., :m], t[..., :m])
+        dr2 = mh(xp, q) @ (t[..., m:] - dq @ r[..., m:])
+        return (dq, xp.concat([dr1, dr2], axis=-1))
+
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         q, r = self.get_retained_outputs()
         gq, gr = grad_outputs
         xp = namespace_of(gq if gq is not None else gr)
         m, n = q.shape[-2], r.shape[-1]
-        if self.mode == "complete" and m > n:
-            raise NotImplementedError(
-                "linalg.qr: no gradient for mode='complete' with more rows than columns: "
-                "the extra columns of Q are not determined by x; use mode='reduced'"
-            )
+        self._check(m, n)
         if m >= n:
             return (_qr_backward(xp, q, r, gq, gr),)
         # Wide x = [X | Y]: X = Q R1 is a square QR and R2 = Q^H Y.
@@ -202,24 +235,37 @@ class Eigh(FunctionNode):
         x = inputs[0]
         return ((x.shape[:-1], real_dtype(x.xp, x.dtype)), (x.shape, x.dtype))
 
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        # With B = V^H dA V (dA's Hermitian part, as backward's gradient): dlam =
+        # Re(diag(B)), dV = V (F o B).
+        (lam, v), (t,) = outputs, tangents
+        b = mh(xp, v) @ ((t + mh(xp, t)) * 0.5) @ v
+        dlam = xp.linalg.diagonal(b)
+        if is_complex(b):
+            dlam = xp.real(dlam)
+        return (dlam, v @ (eigen_gaps(xp, lam) * b))
+
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         lam, v = self.get_retained_outputs()
         glam, gv = grad_outputs
         xp = namespace_of(glam if glam is not None else gv)
-        n = lam.shape[-1]
         # gA = V (diag(gL) + M) V^H, with diag(gL) applied as a column scaling.
         left = None
         if gv is not None:
             # dV = V (F o (V^H dA V)), F_ij = 1 / (lam_j - lam_i); on Hermitian dA
             # the adjoint takes the skew-Hermitian part of V^H gV.
             vhgv = mh(xp, v) @ gv
-            diff = xp.expand_dims(lam, axis=-2) - xp.expand_dims(lam, axis=-1)
-            f = off_diagonal_inverse(xp, diff, n)
-            left = v @ (f * ((vhgv - mh(xp, vhgv)) * 0.5))
+            left = v @ (eigen_gaps(xp, lam) * ((vhgv - mh(xp, vhgv)) * 0.5))
         if glam is not None:
             scaled = v * xp.expand_dims(glam, axis=-2)
             left = scaled if left is None else left + scaled
         return (left @ mh(xp, v),)
+
+
+def eigen_gaps(xp: Any, lam: Any) -> Any:
+    """``F_ij = 1 / (lam_j - lam_i)`` off the diagonal, 0 on it."""
+    diff = xp.expand_dims(lam, axis=-2) - xp.expand_dims(lam, axis=-1)
+    return off_diagonal_inverse(xp, diff, lam.shape[-1])
 
 
 @ROWS.declare("linalg.eigh")
@@ -281,6 +327,38 @@ class SVD(FunctionNode):
             ((*batch, vh, n), x.dtype),
         )
 
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        (u_out, s, vh_out), (t,) = outputs, tangents
+        m, n, k = u_out.shape[-2], vh_out.shape[-1], s.shape[-1]
+        u, vh = u_out[..., :k], vh_out[..., :k, :]  # full_matrices: the extra basis is fixed
+        v = mh(xp, vh)
+        # With dP = U^H dA V: dS = Re(diag(dP)); dU = U (F o (dP S + S dP^H)) (+ the
+        # part of dA V S^-1 outside U's span), dVh = -(F o (S dP + dP^H S)) Vh (+ ...),
+        # F_ij = 1 / (s_j^2 - s_i^2); complex: the phase of each pair rides on U.
+        dp = mh(xp, u) @ t @ v
+        ds = xp.linalg.diagonal(dp)
+        if is_complex(dp):
+            ds = xp.real(ds)
+        s_col = xp.expand_dims(s, axis=-1)  # scales rows
+        s_row = xp.expand_dims(s, axis=-2)  # scales columns
+        f = _svd_gaps(xp, s)
+        du = u @ (f * (dp * s_row + s_col * mh(xp, dp)))
+        dvh = -((f * (s_col * dp + mh(xp, dp) * s_row)) @ vh)
+        if is_complex(dp):
+            du = du + u * xp.expand_dims((xp.linalg.diagonal(dp) - ds) / s, axis=-2)
+        if m > k:
+            tv = t @ v
+            du = du + (tv - u @ (mh(xp, u) @ tv)) / s_row
+        if n > k:
+            uht = mh(xp, u) @ t
+            dvh = dvh + (uht - (uht @ v) @ vh) / s_col
+        if self.full_matrices:
+            if u_out.shape[-1] > k:
+                du = xp.concat([du, xp.zeros_like(u_out[..., k:])], axis=-1)
+            if vh_out.shape[-2] > k:
+                dvh = xp.concat([dvh, xp.zeros_like(vh_out[..., k:, :])], axis=-2)
+        return (du, ds, dvh)
+
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         u, s, vh = self.get_retained_outputs()
         gu, gs, gvh = grad_outputs
@@ -298,10 +376,7 @@ class SVD(FunctionNode):
         # outside the spans of U and V when the matrix is not square.
         middle = None
         if gu is not None or gvh is not None:
-            s2 = s * s
-            f = off_diagonal_inverse(
-                xp, xp.expand_dims(s2, axis=-2) - xp.expand_dims(s2, axis=-1), k
-            )
+            f = _svd_gaps(xp, s)
         if gu is not None:
             j = mh(xp, u) @ gu
             middle = (f * (j - mh(xp, j))) * s_row
@@ -325,6 +400,11 @@ class SVD(FunctionNode):
             out = u @ ((gvh - (gvh @ mh(xp, vh)) @ vh) / s_col)
             ga = out if ga is None else ga + out
         return (ga,)
+
+
+def _svd_gaps(xp: Any, s: Any) -> Any:
+    """``F_ij = 1 / (s_j^2 - s_i^2)`` off the diagonal, 0 on it."""
+    return eigen_gaps(xp, s * s)
 
 
 @ROWS.declare("linalg.svd")

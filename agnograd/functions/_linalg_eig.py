@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.functions._core import Spec, input_dtype
-from agnograd.functions._linalg import check_matrix, diag_embed, mh, off_diagonal_inverse
+from agnograd.functions._linalg import check_matrix, diag_embed, mh
+from agnograd.functions._linalg_decompositions import eigen_gaps
 from agnograd.functions._namespace import namespace_of
 from agnograd.functions._rows import Rows
 
@@ -80,11 +81,20 @@ class Eig(FunctionNode):
         dtype = _complex_dtype(x.xp, x.dtype)
         return ((tuple(x.shape[:-1]), dtype), (tuple(x.shape), dtype))
 
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        # PyTorch's linalg_eig_jvp: with P = V^-1 dA V, dw = diag(P) and dV = V (E o P)
+        # less V diag(Re(diag(V^H V (E o P)))), which keeps the columns at norm 1 (the
+        # gauge of backward), E_ij = 1 / (w_j - w_i) off the diagonal.
+        (w, v), (t,) = outputs, tangents
+        p = xp.linalg.solve(v, xp.astype(t, v.dtype) @ v)
+        dv = v @ (eigen_gaps(xp, w) * p)
+        norms = xp.real(xp.linalg.diagonal(mh(xp, v) @ dv))
+        return (xp.linalg.diagonal(p), dv - v * xp.astype(xp.expand_dims(norms, axis=-2), v.dtype))
+
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         w, v = self.get_retained_outputs()
         gw, gv = grad_outputs
         xp = namespace_of(gw if gw is not None else gv)
-        n = w.shape[-1]
         vh = mh(xp, v)
         # gA = V^-H (diag(gw) + E o P) V^H (PyTorch's linalg_eig_backward), with
         # P = V^H gV - V^H V diag(Re diag(V^H gV)), which keeps the columns at norm
@@ -95,11 +105,7 @@ class Eig(FunctionNode):
             vhgv = vh @ gv
             norms = xp.real(xp.linalg.diagonal(vhgv))
             p = vhgv - vh @ (v * xp.expand_dims(norms, axis=-2))
-            wc = xp.conj(w)
-            e = off_diagonal_inverse(
-                xp, xp.expand_dims(wc, axis=-2) - xp.expand_dims(wc, axis=-1), n
-            )
-            inner = e * p
+            inner = eigen_gaps(xp, xp.conj(w)) * p
         if gw is not None:
             diagonal = diag_embed(xp, gw)
             inner = diagonal if inner is None else inner + diagonal
