@@ -215,6 +215,106 @@ def test_complex_jvp_of_nonholomorphic_rows(name: str) -> None:
     np.testing.assert_allclose(t, expected, rtol=1e-6, atol=1e-8)
 
 
+# -- formulas: adjoint to backward on real and complex inputs, and differentiable -------
+
+
+def _hermitian(a: np.ndarray) -> np.ndarray:
+    """A well conditioned Hermitian positive-definite matrix made from ``a``."""
+    return a @ np.conj(a.T) + len(a) * np.eye(len(a))
+
+
+# name -> (function of the namespace ns and the inputs, inputs from a random square a)
+FORMULAS: dict[str, tuple[Any, Any]] = {
+    "prod": (lambda ns, a: ns.prod(a, axis=0), lambda a: [a]),
+    "max": (lambda ns, a: ns.max(a, axis=1), lambda a: [a]),
+    "var": (lambda ns, a: ns.var(a, axis=0, correction=1), lambda a: [a]),
+    "std": (lambda ns, a: ns.std(a), lambda a: [a]),
+    "cumulative_prod": (
+        lambda ns, a: ns.cumulative_prod(a, axis=1, include_initial=True),
+        lambda a: [a * (np.arange(4) % 3 != 1)],  # zeros: the first and second of a row
+    ),
+    "vector_norm": (lambda ns, a: ns.linalg.vector_norm(a, axis=0, ord=3), lambda a: [a]),
+    "inv": (lambda ns, a: ns.linalg.inv(a), lambda a: [a]),
+    "solve": (lambda ns, a, b: ns.linalg.solve(a, b), lambda a: [a, a[:, :2]]),
+    "det": (lambda ns, a: ns.linalg.det(a), lambda a: [a]),
+    "det singular": (lambda ns, a: ns.linalg.det(a), lambda a: [a[:, [0, 1, 2, 0]]]),
+    "slogdet": (lambda ns, a: tuple(ns.linalg.slogdet(a)), lambda a: [a]),
+    "pinv": (lambda ns, a: ns.linalg.pinv(a), lambda a: [a[:, :3]]),
+    "cholesky": (lambda ns, a: ns.linalg.cholesky(a, upper=True), lambda a: [_hermitian(a)]),
+    "qr": (lambda ns, a: tuple(ns.linalg.qr(a)), lambda a: [a[:3]]),
+    "eigh": (lambda ns, a: tuple(ns.linalg.eigh(a)), lambda a: [_hermitian(a)]),
+    "svd": (lambda ns, a: tuple(ns.linalg.svd(a)), lambda a: [a[:, :3]]),
+    "eig": (lambda ns, a: tuple(ns.linalg.eig(a)), lambda a: [a]),
+}
+
+
+def _draw(rng: Any, shape: tuple[int, ...], complex_: bool) -> np.ndarray:
+    a = rng.standard_normal(shape)
+    return a + 1j * rng.standard_normal(shape) if complex_ else a
+
+
+def _pairing(a: Any, b: Any) -> float:
+    """The real inner product ``Re(sum(conj(a) b))``."""
+    return float(np.real(np.vdot(to_numpy(a), to_numpy(b))))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize(
+    ("name", "complex_"),
+    # (max has no complex inputs: complex numbers have no order)
+    [(name, c) for name in sorted(FORMULAS) for c in (False, True) if not (c and name == "max")],
+)
+def test_formula_is_the_adjoint_of_backward(name: str, complex_: bool, backend: str) -> None:
+    # <g, jvp(t)> == <vjp(g), t>: the formula and the backward give the same
+    # derivative, in PyTorch's complex convention (eig is left out of the drawn test).
+    rng = np.random.default_rng(0)
+    f, make = FORMULAS[name]
+    raw = [np.asarray(x) for x in make(_draw(rng, (4, 4), complex_))]
+    lib = np if backend == "numpy" else torch
+    ns = agnograd.namespace(lib)
+    primals = [lib.asarray(x) for x in raw]
+    tangents = [lib.asarray(_draw(rng, x.shape, complex_)) for x in raw]
+    with CountBackward() as hook:
+        outputs, out_tangents = jvp(lambda *xs: f(ns, *xs), tuple(primals), tuple(tangents))
+    assert hook.calls == 0
+    seeds = [
+        lib.asarray(_draw(rng, tuple(y.shape), np.iscomplexobj(to_numpy(y))))
+        for y in leaves(outputs)
+    ]
+    xs = [Variable(p, requires_grad=True) for p in primals]
+    loss = None
+    for y, g in zip(leaves(f(ns, *xs)), seeds, strict=True):
+        term = (
+            ns.sum(ns.real(ns.conj(g) * y))
+            if ns.isdtype(y.dtype, "complex floating")
+            else ns.sum(g * y)
+        )
+        loss = term if loss is None else loss + term
+    loss.backward()
+    forward = sum(_pairing(g, t) for g, t in zip(seeds, leaves(out_tangents), strict=True))
+    reverse = sum(_pairing(x.grad, t) for x, t in zip(xs, tangents, strict=True))
+    np.testing.assert_allclose(forward, reverse, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["prod", "max", "var", "std", "cumulative_prod", "det", "svd"])
+def test_formula_forward_over_forward(name: str) -> None:
+    # The formulas run on Variables under an outer jvp: the second derivative along
+    # t against central differences of the first.
+    rng = np.random.default_rng(1)
+    f, make = FORMULAS[name]
+    ns = agnograd.namespace(np)
+    (x,) = make(rng.standard_normal((4, 4)))
+    t = rng.standard_normal(x.shape)
+
+    def first(a: Any) -> Any:
+        return leaves(jvp(lambda b: f(ns, b), (a,), (t,))[1])[-1]
+
+    _, second = jvp(first, (Variable(x),), (t,))
+    h = 1e-5
+    expected = (to_numpy(first(x + h * t)) - to_numpy(first(x - h * t))) / (2 * h)
+    np.testing.assert_allclose(to_numpy(second), expected, rtol=1e-5, atol=1e-6)
+
+
 # -- the user's nodes: jvp, and the fallback ---------------------------------------------
 
 
