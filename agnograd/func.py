@@ -2,8 +2,9 @@
 
 Each takes a Python function and returns a new function (or, :func:`vjp`, a
 function with the output): :func:`grad`, :func:`grad_and_value` (torch's order),
-:func:`value_and_grad` (JAX's order), :func:`vjp`, :func:`jacrev` and
-:func:`hessian`. Their arguments are arrays of any array API library, Variables,
+:func:`value_and_grad` (JAX's order), :func:`vjp` and :func:`jacrev` (reverse
+mode), :func:`jvp`, :func:`linearize` and :func:`jacfwd` (forward mode), and
+:func:`hessian` (forward over reverse). Their arguments are arrays of any array API library, Variables,
 or tuples, lists and dicts nesting them (JAX's pytrees), and the results are arrays
 of the arguments' library in the same nesting. They compose with each other and
 with :func:`agnograd.jit`: an argument that is a Variable requiring a gradient (as
@@ -15,14 +16,26 @@ outputs and inputs (Chainer's), and each with its namesake in ``torch.func`` and
 JAX.
 """
 
-from agnograd.transforms._func import grad, grad_and_value, hessian, jacrev, vjp
+from agnograd.transforms._forward import jvp
+from agnograd.transforms._func import (
+    grad,
+    grad_and_value,
+    hessian,
+    jacfwd,
+    jacrev,
+    linearize,
+    vjp,
+)
 from agnograd.transforms._functional import value_and_grad
 
 __all__ = [
     "grad",
     "grad_and_value",
     "hessian",
+    "jacfwd",
     "jacrev",
+    "jvp",
+    "linearize",
     "value_and_grad",
     "vjp",
 ]

@@ -46,6 +46,7 @@ from agnograd.core._variable import Variable
 from agnograd.functions import _misc
 from agnograd.functions._core import Binary, Unary, conjugate, is_complex
 from agnograd.functions._namespace import namespace_of
+from agnograd.transforms._arguments import split_aux
 from agnograd.transforms._transforms import _tree_leaves, _tree_unflatten
 
 _ref = weakref.ref
@@ -368,33 +369,45 @@ def jvp(
     Examples
     --------
     >>> import numpy as np, agnograd.functions as F
-    >>> from agnograd.transforms._forward import jvp
+    >>> from agnograd.func import jvp
     >>> y, t = jvp(F.sin, (np.array([0.0, 1.0]),), (np.array([1.0, 2.0]),))
     >>> y, t  # sin(x) and cos(x) * v
     (array([0.        , 0.84147098]), array([1.        , 1.08060461]))
     """
+    return _jvp("jvp", func, primals, tangents, has_aux)
+
+
+def _jvp(
+    op: str,
+    func: Callable[..., Any],
+    primals: Sequence[Any],
+    tangents: Sequence[Any],
+    has_aux: bool,
+) -> Any:
+    """:func:`jvp` for the transform ``op`` (``jvp``, ``jacfwd``, ``linearize``), which
+    its errors name."""
     if not isinstance(primals, tuple | list) or not isinstance(tangents, tuple | list):
         raise TypeError(
-            "jvp: primals and tangents must be tuples of arguments, got "
+            f"{op}: primals and tangents must be tuples of arguments, got "
             f"{type(primals).__name__} and {type(tangents).__name__}; write (x,) for one"
         )
-    p_leaves = _tree_leaves(primals, "primals")
-    t_leaves = _tree_leaves(tangents, "tangents")
+    p_leaves = _tree_leaves(primals, "primals", op)
+    t_leaves = _tree_leaves(tangents, "tangents", op)
     if len(p_leaves) != len(t_leaves):
         raise ValueError(
-            f"jvp: {len(p_leaves)} primal arrays but {len(t_leaves)} tangents; give one "
+            f"{op}: {len(p_leaves)} primal arrays but {len(t_leaves)} tangents; give one "
             "tangent per primal, in the same structure"
         )
     for i, (p, t) in enumerate(zip(p_leaves, t_leaves, strict=True)):
         if tuple(p.shape) != tuple(t.shape):
             raise ValueError(
-                f"jvp: tangent {i} has shape {tuple(t.shape)}, its primal {tuple(p.shape)}; "
+                f"{op}: tangent {i} has shape {tuple(t.shape)}, its primal {tuple(p.shape)}; "
                 "a tangent has its primal's shape"
             )
     backprop, auto_forward, hooks = MODE.get()
     if not auto_forward:
         raise RuntimeError(
-            "jvp: forward mode runs eagerly; call it outside agnograd.auto_forward(False)"
+            f"{op}: forward mode runs eagerly; call it outside agnograd.auto_forward(False)"
         )
     raw = not any(isinstance(p, Variable) for p in p_leaves)
     level = _Level(hooks.get(FORWARD_MODE))
@@ -406,18 +419,14 @@ def jvp(
         for p in p_leaves
     ]
     for arg, t in zip(args, t_leaves, strict=True):
-        level.set(arg, _tangent_like(arg, t))
+        level.set(arg, _tangent_like(arg, t, op))
     token = MODE.set((backprop, auto_forward, {**hooks, FORWARD_MODE: level}))
     try:
         result = func(*_tree_unflatten(primals, iter(args)))
     finally:
         MODE.reset(token)
-    aux = None
-    if has_aux:
-        if not isinstance(result, tuple) or len(result) != 2:
-            raise TypeError("jvp: with has_aux=True, func must return a pair (output, aux)")
-        result, aux = result
-    out_leaves = _tree_leaves(result, "func's output")
+    result, aux = split_aux(result, has_aux, op)
+    out_leaves = _tree_leaves(result, "the output of func", op)
     values, out_tangents = [], []
     for y in out_leaves:
         t = level.tangent(y) if isinstance(y, Variable) else None
@@ -439,15 +448,15 @@ def _requires_grad(x: Any) -> bool:
     return isinstance(x, Variable) and x.requires_grad
 
 
-def _tangent_like(primal: Variable, t: Any) -> Any:
+def _tangent_like(primal: Variable, t: Any, op: str) -> Any:
     """The tangent ``t`` given for ``primal``, checked: a floating dtype, its primal's."""
     data = t._data if isinstance(t, Variable) else t
     if not is_array(data) and not isinstance(t, Variable):
-        raise TypeError(f"jvp: a tangent must be an array or Variable, got {type(t).__name__}")
+        raise TypeError(f"{op}: a tangent must be an array or Variable, got {type(t).__name__}")
     xp = raw_namespace(data)
     if not xp.isdtype(data.dtype, ("real floating", "complex floating")):
         raise TypeError(
-            f"jvp: a tangent must have a floating dtype, got {dtype_name(data.dtype)}; "
+            f"{op}: a tangent must have a floating dtype, got {dtype_name(data.dtype)}; "
             "integer and boolean inputs take no tangent"
         )
     return t

@@ -1,7 +1,8 @@
 """The code behind :mod:`agnograd.func` (its documentation is there): ``torch.func``'s
 and JAX's transforms, which take a function and return one. They are built from the
 parts of :mod:`agnograd.functional`: the arguments made leaves in their nesting
-(``_arguments``), the backward passes and Jacobian rows of ``_transforms``."""
+(``_arguments``), the backward passes and Jacobian rows of ``_transforms``, and the
+forward mode of ``_forward``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agnograd.backends._backend import raw_namespace
 from agnograd.core._config import eager_recording
 from agnograd.core._variable import Variable
 from agnograd.transforms._arguments import (
@@ -21,13 +23,18 @@ from agnograd.transforms._arguments import (
 )
 from agnograd.transforms._constants import PASS_AS_ARGUMENT, WRAP, call, restore
 from agnograd.transforms._functional import value_and_grad_of
+from agnograd.transforms._forward import _constant, _jvp
 from agnograd.transforms._symbolic import recording
 from agnograd.transforms._transforms import (
+    _arange,
+    _assemble,
     _fill_in_zeros,
     _finish,
     _grads,
     _is_complex,
     _jacobian_by_rows,
+    _one_hot,
+    _size,
     _tree_arrays,
     _tree_leaves,
     _tree_unflatten,
@@ -324,9 +331,9 @@ def hessian(
 
     Notes
     -----
-    Computed by :func:`jacrev` of :func:`jacrev`: one forward pass, one backward
-    pass recorded with double backprop per output element, then one backward pass
-    per element of the gradient.
+    Computed by :func:`jacfwd` of :func:`jacrev` (forward over reverse, as torch and
+    JAX): per element of the differentiated arguments, one forward pass with its
+    tangents and one backward pass per output element.
 
     Examples
     --------
@@ -360,7 +367,178 @@ def hessian(
                     )
         return result
 
-    # Reverse over reverse for now; forward over reverse (jacfwd of jacrev, as torch
-    # and JAX) once forward mode exists, which replaces the outer one backward pass
-    # per gradient element by one forward pass.
-    return _jacrev("hessian", _jacrev("hessian", checked, argnums, has_aux), argnums, has_aux)
+    # Forward over reverse, as torch and JAX: the outer Jacobian by one forward pass
+    # per gradient element rather than one backward pass.
+    return _jacfwd("hessian", _jacrev("hessian", checked, argnums, has_aux), argnums, has_aux)
+
+
+def jacfwd(
+    func: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Callable[..., Any]:
+    """A function returning the Jacobian of ``func`` by forward mode, as
+    ``torch.func.jacfwd`` and ``jax.jacfwd``.
+
+    Parameters
+    ----------
+    func : callable
+        A Python function returning a Variable, or a tuple, list or dict nesting
+        Variables (or, with ``has_aux``, a pair ``(output, aux)``).
+    argnums : int or tuple of ints
+        Which positional arguments to differentiate with respect to, as for
+        :func:`grad`; the raw arrays of the others reach ``func`` as constants.
+    has_aux : bool
+        ``func`` returns ``(output, aux)``; the result is ``(jacobian, aux)``.
+
+    Returns
+    -------
+    callable
+        Taking ``func``'s arguments and returning the Jacobian, nested as
+        :func:`jacrev`'s: the output's nesting, each output replaced by the
+        argument's nesting (a tuple over ``argnums`` when it is a tuple), each array
+        replaced by the block of shape ``output.shape + array.shape``.
+
+    Notes
+    -----
+    Cost: one forward pass with tangents (:func:`jvp`) per element of the
+    differentiated arguments, each giving a column of every block: cheaper than
+    :func:`jacrev` where the output has more elements than the arguments. The
+    tangents are watched by reverse mode (the arguments are leaves that require a
+    gradient), so that ``func`` may take gradients itself (``jacfwd(jacrev(f))``,
+    as :func:`hessian`). Column ``k`` of a complex argument's block is the
+    derivative along the real basis vector, ``df/dz`` for a holomorphic function:
+    :func:`jacrev`'s convention.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from agnograd.func import jacfwd
+    >>> def f(x, y):
+    ...     return x * y, x.__array_namespace__().sum(x)
+    >>> jacfwd(f, argnums=(0, 1))(np.array([1.0, 2.0]), np.array([3.0, 4.0]))
+    ((array([[3., 0.],
+           [0., 4.]]), array([[1., 0.],
+           [0., 2.]])), (array([1., 1.]), array([0., 0.])))
+    """
+    return _jacfwd("jacfwd", func, argnums, has_aux)
+
+
+def _jacfwd(
+    op: str, func: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool
+) -> Callable[..., Any]:
+    numbers = argnums_tuple(argnums, op)
+
+    @functools.wraps(func)
+    def jacfwd_fun(*args: Any, **kwargs: Any) -> Any:
+        d = differentiate(op, args, kwargs, argnums, numbers)
+        if d.symbolic:
+            raise NotImplementedError(
+                f"{op}: forward mode runs eagerly, not under agnograd.jit; call the "
+                "transformed function outside jit, or use jacrev"
+            )
+
+        def at(*xs: Any) -> Any:
+            """``func`` with the leaves ``xs`` in the differentiated arguments."""
+            it = iter(xs)
+            new = list(d.args)
+            for p in d.positions:
+                new[p] = _tree_unflatten(d.original[p], it)
+            return call(op, PASS_AS_ARGUMENT, func, *new, **d.kwargs)
+
+        zeros = [raw_namespace(x.array).zeros_like(x.array) for x in d.xs]
+        columns: list[list[list[Any]]] | None = None  # [output][leaf][column]
+        first = None
+        with eager_recording():
+            for j, x in enumerate(d.xs):
+                idx = _arange(x) if _size(x) else None
+                for k in range(_size(x)):
+                    tangents = list(zeros)
+                    tangents[j] = _one_hot(x, k, idx)
+                    first = _jvp(op, at, tuple(d.xs), tuple(tangents), has_aux)
+                    out_tangents = _tree_leaves(first[1], "the output of func", op)
+                    if columns is None:
+                        columns = [[[] for _ in d.xs] for _ in out_tangents]
+                    for i, t in enumerate(out_tangents):
+                        columns[i][j].append(t if d.nested else _tree_arrays(t))
+            if first is None:  # no element to differentiate: the output's nesting only
+                first = _jvp(op, at, tuple(d.xs), tuple(zeros), has_aux)
+        out_tree = first[0]
+        outputs = [
+            y if isinstance(y, Variable) else _constant(y)
+            for y in _tree_leaves(out_tree, "the output of func", op)
+        ]
+        if columns is None:
+            columns = [[[] for _ in d.xs] for _ in outputs]
+        blocks = (
+            [_assemble(cols, y, x, -1, d.nested) for cols, x in zip(row, d.xs, strict=True)]
+            for row, y in zip(columns, outputs, strict=True)
+        )
+        jacobian = _tree_unflatten(out_tree, iter(d.nest(row) for row in blocks))
+        if not has_aux:
+            return jacobian
+        aux = restore(first[2], d.wrapped)
+        return jacobian, aux if d.nested else _tree_arrays(aux)
+
+    return jacfwd_fun
+
+
+def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., Any]]:
+    """``func``'s output at ``primals`` and the function that pushes tangents forward
+    there, as ``torch.func.linearize`` and ``jax.linearize``.
+
+    Parameters
+    ----------
+    func : callable
+        A Python function of the primals returning a Variable, or a tuple, list or
+        dict nesting Variables.
+    *primals : arrays, Variables, or tuples, lists or dicts of them
+        The point.
+
+    Returns
+    -------
+    output
+        ``func(*primals)``, as :func:`jvp` gives it.
+    jvp_fn : callable
+        Taking one tangent per primal, nested as that primal, and returning ``J v``
+        nested as ``output``: :func:`jvp`'s second result at the fixed primals. It
+        may be called any number of times.
+
+    Notes
+    -----
+    Cost: ``jvp_fn`` runs :func:`jvp` at the saved primals, one forward pass with
+    tangents per call; nothing of the first pass is reused (JAX's ``linearize``
+    keeps the linearized graph instead, torch's compiles one). The output comes from
+    one forward pass with zero tangents.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from agnograd.func import linearize
+    >>> def f(x):
+    ...     return x.__array_namespace__().sin(x)
+    >>> out, jvp_fn = linearize(f, np.array([0.0, 1.0]))
+    >>> jvp_fn(np.array([1.0, 2.0]))  # cos(x) v
+    array([1.        , 1.08060461])
+    """
+    op = "linearize"
+    if not primals:
+        raise TypeError(f"{op}: no primals given; pass the point as linearize(func, x, ...)")
+    leaves = _tree_leaves(primals, "primals", op)
+    zeros = _tree_unflatten(
+        primals, iter(raw_namespace(_data(x)).zeros_like(_data(x)) for x in leaves)
+    )
+    output, _ = _jvp(op, func, primals, zeros, False)
+
+    def jvp_fn(*tangents: Any) -> Any:
+        """``J v`` for the tangents ``v`` at the saved primals (see ``linearize``)."""
+        if len(tangents) != len(primals):
+            raise TypeError(
+                f"{op}: jvp_fn takes one tangent per primal ({len(primals)}), got "
+                f"{len(tangents)}"
+            )
+        return _jvp(op, func, primals, tangents, False)[1]
+
+    return output, jvp_fn
+
+
+def _data(x: Any) -> Any:
+    return x.array if isinstance(x, Variable) else x
