@@ -4,11 +4,12 @@ Each takes a Python function and returns a new function (or, :func:`vjp`, a
 function with the output): :func:`grad`, :func:`grad_and_value` (torch's order),
 :func:`value_and_grad` (JAX's order), :func:`vjp` and :func:`jacrev` (reverse
 mode), :func:`jvp`, :func:`linearize` and :func:`jacfwd` (forward mode), and
-:func:`hessian` (forward over reverse). Their arguments are arrays of any array API library, Variables,
-or tuples, lists and dicts nesting them (JAX's pytrees), and the results are arrays
-of the arguments' library in the same nesting. They compose with each other and
-with :func:`agnograd.jit`: an argument that is a Variable requiring a gradient (as
-inside another transform) gives results connected to it.
+:func:`hessian` (forward over reverse). Their arguments are arrays of any array
+API library, Variables, or tuples, lists and dicts nesting them (JAX's pytrees),
+and the results are arrays of the arguments' library in the same nesting. They
+compose with each other, and the reverse-mode ones with :func:`agnograd.jit`
+(forward mode runs eagerly): an argument that is a Variable requiring a gradient
+(as inside another transform) gives results connected to it.
 
 docs/functional.md compares them with :mod:`agnograd.functional`
 (``torch.autograd.functional``'s names) and with :func:`agnograd.grad` of

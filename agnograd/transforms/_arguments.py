@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agnograd.backends._backend import is_array, owned
+from agnograd.core._config import MODE
+from agnograd.core._function import FORWARD_MODE
 from agnograd.core._variable import Variable
 from agnograd.functions import identity
 from agnograd.transforms._constants import constants, devices_of
@@ -53,11 +55,15 @@ class Differentiated:
     positions: list[int]  #: the differentiated positions, each once
     requested: list[int]  #: the positions as ``argnums`` names them
     single: bool  #: ``argnums`` was an int
+    #: the one jvp running, where the arguments are nested only by its tangents
+    carrier: Any = None
 
     def nest(self, flat: Sequence[Any]) -> Any:
         """One result per leaf, in the nesting of the argument it belongs to; a tuple
         over ``argnums`` unless it was an int. A position named twice gets the same
         results twice (as JAX)."""
+        if self.carrier is not None:
+            flat = [_reseated(r, self.carrier) for r in flat]
         it: Iterator[Any] = iter(flat)
         by_position = {p: _tree_unflatten(self.original[p], it) for p in self.positions}
         trees = tuple(by_position[p] for p in self.requested)
@@ -87,13 +93,23 @@ def differentiate(
     positions = list(dict.fromkeys(requested))
     leaves = [_tree_leaves(args[p], label.format(p), op) for p in positions]
     symbolic = is_symbolic(x for tree in leaves for x in tree)  # under agnograd.jit
+    levels = _forward_levels()
     nested = symbolic or any(
         isinstance(x, Variable) and x.requires_grad for tree in leaves for x in tree
     )
+    carried = any(level.tangent(x) is not None for level in levels for t in leaves for x in t)
     new_args = list(args)
     xs: list[Variable] = []
     for p, tree in zip(positions, leaves, strict=True):
-        made = [_leaf(x, op, label.format(p), nested) for x in tree]
+        made = [_leaf(x, op, label.format(p), nested or carried) for x in tree]
+        for x, leaf in zip(tree, made, strict=True):
+            if leaf is not x and not (isinstance(x, Variable) and x.requires_grad):
+                # A fresh leaf in place of an argument of a running jvp carries its
+                # tangents (forward over reverse: jvp of grad, jacfwd of jacrev).
+                for level in levels:
+                    t = level.tangent(x)
+                    if t is not None:
+                        level.set(leaf, t)
         xs.extend(made)
         new_args[p] = _tree_unflatten(args[p], iter(made))
     # The other arguments' raw arrays as constants: the function sees one namespace.
@@ -110,14 +126,40 @@ def differentiate(
         new_args,
         new_kwargs,
         xs,
-        nested,
+        nested or carried,
         symbolic,
         wrapped,
         args,
         positions,
         requested,
         isinstance(argnums, int),
+        # Results connected to the fresh leaves alone are given back as the jvp's
+        # arguments are (Variables that require no gradient, raw tangents), so that a
+        # jvp of raw arrays returns raw arrays; under two jvps they stay connected.
+        levels[0] if carried and not nested and len(levels) == 1 else None,
     )
+
+
+def _reseated(result: Any, level: Any) -> Any:
+    """``result`` as a Variable that requires no gradient, with its tangent at
+    ``level`` as a raw array: what ``level`` gives an operation of raw arrays."""
+    if not isinstance(result, Variable):
+        return result
+    new = Variable(result.array, requires_grad=False)
+    t = level.tangent(result)
+    if t is not None:
+        level.set(new, t.array if isinstance(t, Variable) else t)
+    return new
+
+
+def _forward_levels() -> list[Any]:
+    """The levels of the jvps running (``_forward._Level``), innermost first."""
+    levels = []
+    level = MODE.get()[2].get(FORWARD_MODE)
+    while level is not None:
+        levels.append(level)
+        level = level.outer
+    return levels
 
 
 def own(results: list[Any], nested: bool, symbolic: bool) -> list[Any]:

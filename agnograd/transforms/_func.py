@@ -22,8 +22,8 @@ from agnograd.transforms._arguments import (
     split_aux,
 )
 from agnograd.transforms._constants import PASS_AS_ARGUMENT, WRAP, call, restore
-from agnograd.transforms._functional import value_and_grad_of
 from agnograd.transforms._forward import _constant, _jvp
+from agnograd.transforms._functional import value_and_grad_of
 from agnograd.transforms._symbolic import recording
 from agnograd.transforms._transforms import (
     _arange,
@@ -401,12 +401,10 @@ def jacfwd(
     -----
     Cost: one forward pass with tangents (:func:`jvp`) per element of the
     differentiated arguments, each giving a column of every block: cheaper than
-    :func:`jacrev` where the output has more elements than the arguments. The
-    tangents are watched by reverse mode (the arguments are leaves that require a
-    gradient), so that ``func`` may take gradients itself (``jacfwd(jacrev(f))``,
-    as :func:`hessian`). Column ``k`` of a complex argument's block is the
-    derivative along the real basis vector, ``df/dz`` for a holomorphic function:
-    :func:`jacrev`'s convention.
+    :func:`jacrev` where the output has more elements than the arguments. ``func``
+    may take gradients itself (``jacfwd(jacrev(f))``, as :func:`hessian`). Column
+    ``k`` of a complex argument's block is the derivative along the real basis
+    vector, ``df/dz`` for a holomorphic function: :func:`jacrev`'s convention.
 
     Examples
     --------
@@ -444,6 +442,9 @@ def _jacfwd(
                 new[p] = _tree_unflatten(d.original[p], it)
             return call(op, PASS_AS_ARGUMENT, func, *new, **d.kwargs)
 
+        # Raw arrays unless nested: the tangents then run with the raw namespace, and
+        # a transform inside func picks them up from its arguments (jacfwd of jacrev).
+        primals = tuple(d.xs) if d.nested else tuple(x.array for x in d.xs)
         zeros = [raw_namespace(x.array).zeros_like(x.array) for x in d.xs]
         columns: list[list[list[Any]]] | None = None  # [output][leaf][column]
         first = None
@@ -453,14 +454,14 @@ def _jacfwd(
                 for k in range(_size(x)):
                     tangents = list(zeros)
                     tangents[j] = _one_hot(x, k, idx)
-                    first = _jvp(op, at, tuple(d.xs), tuple(tangents), has_aux)
+                    first = _jvp(op, at, primals, tuple(tangents), has_aux)
                     out_tangents = _tree_leaves(first[1], "the output of func", op)
                     if columns is None:
                         columns = [[[] for _ in d.xs] for _ in out_tangents]
                     for i, t in enumerate(out_tangents):
                         columns[i][j].append(t if d.nested else _tree_arrays(t))
             if first is None:  # no element to differentiate: the output's nesting only
-                first = _jvp(op, at, tuple(d.xs), tuple(zeros), has_aux)
+                first = _jvp(op, at, primals, tuple(zeros), has_aux)
         out_tree = first[0]
         outputs = [
             y if isinstance(y, Variable) else _constant(y)
@@ -532,8 +533,7 @@ def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..
         """``J v`` for the tangents ``v`` at the saved primals (see ``linearize``)."""
         if len(tangents) != len(primals):
             raise TypeError(
-                f"{op}: jvp_fn takes one tangent per primal ({len(primals)}), got "
-                f"{len(tangents)}"
+                f"{op}: jvp_fn takes one tangent per primal ({len(primals)}), got {len(tangents)}"
             )
         return _jvp(op, func, primals, tangents, False)[1]
 
