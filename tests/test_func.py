@@ -153,7 +153,24 @@ def _cases(rng: np.random.Generator) -> list[tuple[str, Callable[[Any], Any]]]:
         ("hessian of a dict", lambda m: m.hessian(mlp_loss)(p, x)),
         ("jacrev of grad", lambda m: m.jacrev(m.grad(mlp_loss))(p, x)),
         ("grad of grad", lambda m: m.grad(lambda a: m.grad(two_args)(a, v)[0])(u)),
+        ("jvp", lambda m: m.jvp(several_outputs, (u, v), (v, u))),
+        ("jvp has_aux", lambda m: m.jvp(with_aux, (u, v), (v, u), has_aux=True)),
+        ("jvp of a dict", lambda m: m.jvp(mlp_loss, (p, x), (_tree_map(torch.cos, p), x))),
+        ("jacfwd", lambda m: m.jacfwd(several_outputs, argnums=(0, 1))(u, v)),
+        ("jacfwd of a dict", lambda m: m.jacfwd(lambda q: q["w"] @ q["b"])(p)),
+        ("jacfwd has_aux", lambda m: m.jacfwd(with_aux, has_aux=True)(u, v)),
+        ("jacfwd of jacrev", lambda m: m.jacfwd(m.jacrev(two_args), argnums=1)(u, v)),
+        ("jacfwd of grad of a dict", lambda m: m.jacfwd(m.grad(mlp_loss))(p, x)),
+        ("jvp of grad", lambda m: m.jvp(lambda q: m.grad(mlp_loss)(q, x), (p,), (p,))),
+        ("grad of jvp", lambda m: m.grad(lambda a: m.jvp(two_args, (a, v), (v, a))[1])(u)),
+        ("linearize", lambda m: _linearized(m, several_outputs, u, v)),
     ]
+
+
+def _linearized(m: Any, f: Callable[..., Any], *primals: Any) -> Any:
+    out, jvp_fn = m.linearize(f, *primals)
+    tangents = _tree_map(lambda t: torch.cos(t) + 2.0, primals)
+    return out, jvp_fn(*tangents), jvp_fn(*primals)  # any number of times
 
 
 def _vjp_pulled(m: Any, f: Callable[..., Any], *primals: Any) -> Any:
@@ -172,6 +189,8 @@ def _tree_map(f: Callable[[Any], Any], tree: Any) -> Any:
 
 # torch.func.hessian's jacfwd calls torch.jit.script, deprecated in torch 2.13.
 @pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+# torch.func.linearize traces the function with make_fx, which warns of its constants.
+@pytest.mark.filterwarnings("ignore:Attempted to insert a get_attr Node:UserWarning")
 @pytest.mark.parametrize("case", [name for name, _ in _cases(np.random.default_rng(0))])
 def test_as_torch_func_on_the_same_tensors(case: str) -> None:
     (run,) = [run for name, run in _cases(np.random.default_rng(1)) if name == case]

@@ -97,7 +97,13 @@ def differentiate(
     nested = symbolic or any(
         isinstance(x, Variable) and x.requires_grad for tree in leaves for x in tree
     )
-    carried = any(level.tangent(x) is not None for level in levels for t in leaves for x in t)
+    # Any argument with a tangent of a running jvp, differentiated or not, makes
+    # the results depend on it (jacfwd of jacrev with respect to another argument).
+    carried = bool(levels) and any(
+        level.tangent(x) is not None
+        for level in levels
+        for x in _variables((args, tuple(kwargs.values())))
+    )
     new_args = list(args)
     xs: list[Variable] = []
     for p, tree in zip(positions, leaves, strict=True):
@@ -150,6 +156,18 @@ def _reseated(result: Any, level: Any) -> Any:
     if t is not None:
         level.set(new, t.array if isinstance(t, Variable) else t)
     return new
+
+
+def _variables(tree: Any) -> Iterator[Variable]:
+    """The Variables in ``tree``'s tuples, lists and dicts (anything else skipped)."""
+    if isinstance(tree, Variable):
+        yield tree
+    elif isinstance(tree, tuple | list):
+        for t in tree:
+            yield from _variables(t)
+    elif isinstance(tree, dict):
+        for t in tree.values():
+            yield from _variables(t)
 
 
 def _forward_levels() -> list[Any]:

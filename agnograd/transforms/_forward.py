@@ -47,7 +47,7 @@ from agnograd.functions import _misc
 from agnograd.functions._core import Binary, Unary, conjugate, is_complex
 from agnograd.functions._namespace import namespace_of
 from agnograd.transforms._arguments import split_aux
-from agnograd.transforms._transforms import _tree_leaves, _tree_unflatten
+from agnograd.transforms._transforms import _tree_arrays, _tree_leaves, _tree_unflatten
 
 _ref = weakref.ref
 
@@ -358,7 +358,8 @@ def jvp(
         array API library, a Variable, or a tuple, list or dict of them; a tangent has
         its primal's shape.
     has_aux
-        Whether ``func`` returns ``(output, aux)``; ``aux`` is returned as it is.
+        Whether ``func`` returns ``(output, aux)``; ``aux`` is returned third, its
+        Variables as arrays where the primals are raw arrays.
 
     Returns
     -------
@@ -441,7 +442,10 @@ def _jvp(
             out_tangents.append(t._data if isinstance(t, Variable) else t)
     output = _tree_unflatten(result, iter(values))
     jvp_out = _tree_unflatten(result, iter(out_tangents))
-    return (output, jvp_out, aux) if has_aux else (output, jvp_out)
+    if not has_aux:
+        return output, jvp_out
+    # aux as the output: arrays where the primals are, unless something watches them.
+    return output, jvp_out, _tree_arrays(aux) if raw and level.outer is None else aux
 
 
 def _requires_grad(x: Any) -> bool:
