@@ -214,6 +214,9 @@ def test_as_jax_to_rounding() -> None:
         (grad(mlp_loss)(p, x), jax.grad(mlp_loss)(p, x)),
         (jacrev(lambda q: q["w"] @ q["b"])(p), jax.jacrev(lambda q: q["w"] @ q["b"])(p)),
         (hessian(mlp_loss)(p, x), jax.hessian(mlp_loss)(p, x)),
+        (jacfwd(lambda q: q["w"] @ q["b"])(p), jax.jacfwd(lambda q: q["w"] @ q["b"])(p)),
+        (jvp(mlp_loss, (p, x), (p, x)), jax.jvp(mlp_loss, (p, x), (p, x))),
+        (linearize(mlp_loss, p, x)[1](p, x), jax.linearize(mlp_loss, p, x)[1](p, x)),
         (vjp(mlp_loss, p, x)[1](jnp.asarray(2.0)), jax.vjp(mlp_loss, p, x)[1](jnp.asarray(2.0))),
     ]:
         assert jax.tree.structure(ours) == jax.tree.structure(theirs)
@@ -353,6 +356,19 @@ def test_grad_of_grad_and_jacrev_of_grad_are_the_hessian(
     np.testing.assert_allclose(np.reshape(np.asarray(hessian(smooth)(x)), (n, n)), flat)
     gg = grad(lambda a: agnograd.namespace(a).sum(grad(smooth)(a)))(x)
     np.testing.assert_allclose(np.reshape(np.asarray(gg), n), flat.sum(axis=0), atol=1e-12)
+    # Forward over reverse: jacfwd of grad, and jvp of grad (H v), raw arrays out.
+    jf = jacfwd(grad(smooth))(x)
+    assert type(jf) is type(x)
+    np.testing.assert_allclose(np.reshape(np.asarray(jf), (n, n)), flat)
+    v = _to(name)(np.random.default_rng(seed + 1).standard_normal(shape))
+    g, hv = jvp(grad(smooth), (x,), (v,))
+    assert type(g) is type(hv) is type(x)
+    np.testing.assert_allclose(np.reshape(np.asarray(hv), n), flat @ np.reshape(np.asarray(v), n))
+    _, jvp_fn = linearize(grad(smooth), x)
+    same(jvp_fn(v), hv, np.asarray)
+    # Reverse over forward: the gradient of the directional derivative grad f . v.
+    dot = grad(lambda a: jvp(smooth, (a,), (v,))[1])(x)
+    np.testing.assert_allclose(np.reshape(np.asarray(dot), n), flat @ np.reshape(np.asarray(v), n))
 
 
 @EXAMPLES
@@ -402,6 +418,19 @@ def test_nested_dict_arguments(sizes: dict[str, int], name: str) -> None:
     same(agnograd.jit(grad(loss))(params), want)
     _, vjp_fn = vjp(loss, params)
     same(vjp_fn(to(np.array(1.0))), (want,))
+    near(jacfwd(loss)(params), jacrev(loss)(params), np.asarray)
+    _, t = jvp(loss, (params,), (params,))  # the tangents: the parameters themselves
+    pairs = zip(_leaves(want), _leaves(params), strict=True)
+    dot = sum(float(np.sum(np.asarray(g) * np.asarray(a))) for g, a in pairs)
+    np.testing.assert_allclose(float(np.asarray(t)), dot)
+
+
+def _leaves(tree: Any) -> list[Any]:
+    if isinstance(tree, tuple | list):
+        return [leaf for t in tree for leaf in _leaves(t)]
+    if isinstance(tree, dict):
+        return [leaf for t in tree.values() for leaf in _leaves(t)]
+    return [tree]
 
 
 # --- errors ---------------------------------------------------------------------------
@@ -485,6 +514,52 @@ ERRORS: list[tuple[type[Exception], str, Callable[[], Any]]] = [
         TypeError,
         r"grad: argument 0 has dtype int64; only floating-point or complex inputs",
         lambda: grad(F.sum)(np.array([1, 2])),
+    ),
+    (
+        TypeError,
+        r"jvp: primals\[0\]\['a'\] is a float; differentiated arguments must be arrays",
+        lambda: jvp(lambda p: p["a"], ({"a": 1.0},), ({"a": 1.0},)),
+    ),
+    (
+        ValueError,
+        r"jvp: tangent 0 has shape \(3,\), its primal \(2,\)",
+        lambda: jvp(F.sin, (x2,), (np.ones(3),)),
+    ),
+    (
+        TypeError,
+        r"jvp: has_aux=True needs func to return a pair \(value, aux\), got a Variable",
+        lambda: jvp(F.sin, (x2,), (x2,), has_aux=True),
+    ),
+    (
+        TypeError,
+        r"jacfwd: argument 1 has dtype int64; only floating-point or complex inputs",
+        lambda: jacfwd(two_args, argnums=1)(x2, np.array([1, 2])),
+    ),
+    (
+        TypeError,
+        "jacfwd: argnums must be an int or a non-empty sequence",
+        lambda: jacfwd(F.sum, ()),
+    ),
+    (
+        TypeError,
+        r"jacfwd: has_aux=True needs func to return a pair \(value, aux\), got a Variable",
+        lambda: jacfwd(lambda x: x, has_aux=True)(x2),
+    ),
+    (
+        NotImplementedError,
+        "jacfwd: forward mode runs eagerly, not under agnograd.jit",
+        lambda: agnograd.jit(jacfwd(F.sin))(x2),
+    ),
+    (TypeError, "linearize: no primals given", lambda: linearize(lambda: 1.0)),
+    (
+        TypeError,
+        r"linearize: jvp_fn takes one tangent per primal \(1\), got 2",
+        lambda: linearize(F.sin, x2)[1](x2, x2),
+    ),
+    (
+        ValueError,
+        r"linearize: tangent 0 has shape \(3,\), its primal \(2,\)",
+        lambda: linearize(F.sin, x2)[1](np.ones(3)),
     ),
 ]
 
