@@ -390,6 +390,8 @@ def test_under_jit_as_eagerly_bit_for_bit(shape: tuple[int, ...], name: str, see
         jitted = agnograd.jit(fun)
         same(jitted(*args), fun(*args))
         same(jitted(*args), fun(*args))  # the plan, run again
+    # Inside jit, where forward mode does not run, hessian is reverse over reverse.
+    same(agnograd.jit(hessian(smooth))(x), jacrev(jacrev(smooth))(x))
 
 
 @EXAMPLES

@@ -333,7 +333,8 @@ def hessian(
     -----
     Computed by :func:`jacfwd` of :func:`jacrev` (forward over reverse, as torch and
     JAX): per element of the differentiated arguments, one forward pass with its
-    tangents and one backward pass per output element.
+    tangents and one backward pass per output element. Inside :func:`agnograd.jit`,
+    where forward mode does not run, by :func:`jacrev` of :func:`jacrev`.
 
     Examples
     --------
@@ -369,7 +370,10 @@ def hessian(
 
     # Forward over reverse, as torch and JAX: the outer Jacobian by one forward pass
     # per gradient element rather than one backward pass.
-    return _jacfwd("hessian", _jacrev("hessian", checked, argnums, has_aux), argnums, has_aux)
+    # Under agnograd.jit, where forward mode cannot run, reverse over reverse.
+    gradient = _jacrev("hessian", checked, argnums, has_aux)
+    by_reverse = _jacrev("hessian", gradient, argnums, has_aux)
+    return _jacfwd("hessian", gradient, argnums, has_aux, by_reverse)
 
 
 def jacfwd(
@@ -421,13 +425,21 @@ def jacfwd(
 
 
 def _jacfwd(
-    op: str, func: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool
+    op: str,
+    func: Callable[..., Any],
+    argnums: int | Sequence[int],
+    has_aux: bool,
+    under_jit: Callable[..., Any] | None = None,
 ) -> Callable[..., Any]:
+    """``jacfwd`` for the transform ``op``, which runs ``under_jit`` instead (if
+    given) inside ``agnograd.jit``."""
     numbers = argnums_tuple(argnums, op)
 
     @functools.wraps(func)
     def jacfwd_fun(*args: Any, **kwargs: Any) -> Any:
         d = differentiate(op, args, kwargs, argnums, numbers)
+        if d.symbolic and under_jit is not None:
+            return under_jit(*args, **kwargs)
         if d.symbolic:
             raise NotImplementedError(
                 f"{op}: forward mode runs eagerly, not under agnograd.jit; call the "
