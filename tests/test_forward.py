@@ -455,6 +455,26 @@ def test_forward_over_reverse_is_a_hessian_vector_product() -> None:
     np.testing.assert_allclose(to_numpy(hv), (2 * np.cos(x) - x * np.sin(x)) * v)
 
 
+def test_forward_over_a_transform_of_raw_arrays_gives_raw_arrays() -> None:
+    """A transform inside a jvp of raw arrays carries the tangents of its arguments,
+    differentiated or not, to its own leaves, and gives raw tangents back."""
+    x, w, v = np.array([0.3, 1.2]), np.array([2.0, -1.0]), np.array([1.0, 0.5])
+
+    def f(a: Any, b: Any) -> Any:
+        return F.sum(F.sin(a) * a * b)
+
+    # d/da f = (cos a * a + sin a) * b; its derivative along v in a, and in b.
+    d2 = (2 * np.cos(x) - x * np.sin(x)) * w
+    g, hv = jvp(agnograd.func.grad(f), (x, w), (v, np.zeros(2)))
+    assert type(g) is type(hv) is np.ndarray
+    np.testing.assert_allclose(hv, d2 * v)
+    _, t = jvp(lambda b: agnograd.func.grad(f)(x, b), (w,), (v,))
+    np.testing.assert_allclose(t, (np.cos(x) * x + np.sin(x)) * v)
+    out, t = jvp(lambda a: agnograd.func.vjp(F.sin, a)[0], (x,), (v,))
+    assert type(out) is type(t) is np.ndarray
+    np.testing.assert_allclose(t, np.cos(x) * v)
+
+
 def test_reverse_over_forward() -> None:
     x, v = Variable(np.array([0.3, 1.2])), np.array([0.5, -1.0])
     _, t = jvp(lambda a: F.tanh(a) * a, (x,), (v,))

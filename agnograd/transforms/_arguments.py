@@ -58,13 +58,18 @@ class Differentiated:
     #: the one jvp running, where the arguments are nested only by its tangents
     carrier: Any = None
 
+    def given(self, results: Sequence[Any]) -> Sequence[Any]:
+        """``results`` as the caller gets them: under a jvp that alone nests the
+        arguments, Variables that require no gradient, with raw tangents."""
+        if self.carrier is None:
+            return results
+        return [_reseated(r, self.carrier) for r in results]
+
     def nest(self, flat: Sequence[Any]) -> Any:
         """One result per leaf, in the nesting of the argument it belongs to; a tuple
         over ``argnums`` unless it was an int. A position named twice gets the same
         results twice (as JAX)."""
-        if self.carrier is not None:
-            flat = [_reseated(r, self.carrier) for r in flat]
-        it: Iterator[Any] = iter(flat)
+        it: Iterator[Any] = iter(self.given(flat))
         by_position = {p: _tree_unflatten(self.original[p], it) for p in self.positions}
         trees = tuple(by_position[p] for p in self.requested)
         return trees[0] if self.single else trees

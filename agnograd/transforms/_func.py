@@ -208,7 +208,7 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
         result = call(op, WRAP, func, *d.args)
     out_tree, aux = split_aux(result, has_aux, op)
     outputs = output_leaves(out_tree, op)
-    output = _tree_unflatten(out_tree, iter(_finish(outputs, d.nested)))
+    output = _tree_unflatten(out_tree, iter(d.given(_finish(outputs, d.nested))))
 
     def vjp_fn(cotangents: Any) -> tuple[Any, ...]:
         """``vᵀJ`` for the cotangents ``v``, one entry per primal (see ``vjp``)."""
