@@ -20,8 +20,13 @@ Python objects alive until its backward (agnograd on torch also keeps its tensor
 which the collector walks), and a chain of more than about 200 operations makes
 them trigger young collections.
 
+``--after-write`` makes one of agnograd's writes in place before timing, into an
+array of no graph (``p.array -= 0.0 * p.array``, as the first parameter update of a
+training loop): what catching writes into the arrays nodes keep costs once agnograd
+has written somewhere (on NumPy, each node then records the write clock).
+
 Run ``python benchmarks/bench_overhead.py [--rounds N] [--quick] [--profile] [--freeze]
-[--no-collector]``.
+[--no-collector] [--after-write]``.
 """
 
 import os
@@ -285,9 +290,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         action="store_true",
         help="also time the forward alone (graph recorded) to split forward and backward",
     )
+    p.add_argument(
+        "--after-write",
+        action="store_true",
+        help="one write in place into an array of no graph before timing "
+        "(p.array -= 0.0 * p.array), as a training loop's first parameter update",
+    )
     args = p.parse_args(argv)
     ops = BLOCK if args.quick else args.ops
     steps, ops = contestants(ops, _harness.skipped(args), args.split)
+    written = agnograd.Variable(np.ones(SIZE))  # a local: alive while timing, as a parameter
+    if args.after_write:
+        written.array -= 0.0 * written.array
     if args.freeze:
         gc.freeze()
     if args.no_collector:
@@ -315,6 +329,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(
         f"Per-op overhead: {ops}-op elementwise chain on ({SIZE},) float64, forward + "
         f"backward, {args.rounds} interleaved rounds"
+        + (", after a write in place" if args.after_write else "")
     )
     rows = [
         [name, medians[name], min(us_per_op[name]), medians[name] / medians["hand-numpy"]]
@@ -344,6 +359,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "batches": "cold" if args.cold else "warm",
             "gc_frozen": args.freeze,
             "gc_disabled": args.no_collector,
+            "after_write": args.after_write,
             "quick": args.quick,
             "us_per_op_median": medians,
             "ratios": summary,

@@ -18,6 +18,7 @@ import agnograd
 import agnograd.functions as F
 from agnograd import Variable
 from agnograd.core import _versions
+from agnograd.static._compiled import compile as compile_graph
 from agnograd.testing import check_backward, check_double_backward
 
 OVERWRITTEN = "overwritten in place"
@@ -585,3 +586,167 @@ def test_array_api_extra_at_updates_a_copy_of_a_variable_that_requires_a_gradien
     want = [1.0, 2.0, 4.0, 1.0] if op == "multiply" else [1.0, 0.5, 0.25, 1.0]
     backend.assert_close(x.grad, want)
     backend.assert_close(x, [1.0, 2.0, 3.0, 4.0])
+
+
+# -- the write clock: what nodes of a library without a write count compare ----------
+# Each of agnograd's writes moves one clock and notes its value for the memory written;
+# a node of NumPy or array-api-strict records the clock when it keeps arrays and, at
+# backward, looks at their memory only where the clock moved since. PyTorch counts
+# writes itself: the same programs run on it, through its counts.
+
+
+def _update(v):
+    """One of agnograd's writes into v's memory, as an optimizer makes it."""
+    with agnograd.no_backprop_mode():
+        v.array -= 0.25
+
+
+def _program(backend, run):
+    """x, w and the forward and backward of sum(sin(x) * w), which keeps x (sin), sin(x)
+    and w (the product): built and run at once (``eager``), by ``y.forward()`` walking
+    the graph (``walk``) or by its compiled plan (``compiled``)."""
+    x = backend.variable([0.5, 1.0, 1.5], dtype="float64")
+    w = backend.variable([2.0, 3.0, 4.0], dtype="float64")
+    if run == "eager":
+        made = []
+        return x, w, lambda: made.append(F.sum(F.sin(x) * w)), lambda: made.pop().backward()
+    with agnograd.auto_forward(False):
+        y = F.sum(F.sin(x) * w)
+    if run == "walk":
+        return x, w, y.forward, y.backward
+    plan = compile_graph(y)
+    return x, w, plan.forward, plan.backward
+
+
+def _assert_gradients(backend, x, w):
+    xs, ws = (np.asarray(backend.to_numpy(v.array)) for v in (x, w))
+    backend.assert_close(x.grad, np.cos(xs) * ws)
+    backend.assert_close(w.grad, np.sin(xs))
+
+
+RUNS = ["eager", "walk", "compiled"]
+
+
+@pytest.fixture
+def walk_only():
+    """y.forward() walks the graph, never making a plan of its own."""
+    with agnograd.using_config("compile_after", None):
+        yield
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_writes_before_the_forward_are_not_refused(backend, run, walk_only):
+    x, w, forward, backward = _program(backend, run)
+    for _ in range(3):  # the clock moves between runs; each run is as new
+        _update(w)
+        _update(x)
+        x.cleargrad()
+        w.cleargrad()
+        forward()
+        backward()
+        _assert_gradients(backend, x, w)
+
+
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("target", ["x", "w", "a view of w"])
+def test_a_write_after_the_forward_is_refused_when_the_clock_had_moved(
+    backend, run, target, walk_only
+):
+    if backend.name == "jax":
+        pytest.skip("JAX arrays are immutable")
+    x, w, forward, backward = _program(backend, run)
+    _update(backend.variable([1.0]))  # the clock is not 0 when the nodes keep arrays
+    forward()
+    if target == "a view of w":  # another Variable of w's memory, of its first two
+        _update(Variable(w.array[0:2], requires_grad=False))
+    else:
+        _update(x if target == "x" else w)
+    with pytest.raises(RuntimeError, match=OVERWRITTEN):
+        backward()
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_writes_into_other_memory_after_the_forward_are_not_refused(backend, run, walk_only):
+    x, w, forward, backward = _program(backend, run)
+    other = backend.variable([1.0, 2.0])
+    _update(other)
+    forward()
+    for _ in range(50):  # the clock moves far past the nodes' record
+        _update(other)
+    backward()
+    _assert_gradients(backend, x, w)
+
+
+def test_nodes_linked_before_and_after_writes(backend):
+    if backend.name == "jax":
+        pytest.skip("JAX arrays are immutable")
+    x = backend.variable([0.5, 1.0], dtype="float64")
+    w = backend.variable([2.0, 3.0], dtype="float64")
+    other = backend.variable([1.0])
+    first = F.sum(F.sin(x) * w)  # the clock may read 0 here: the node records nothing
+    _update(other)
+    second = F.sum(F.sin(x) * w)
+    only_x = F.sum(F.sin(x))  # keeps x alone
+    _update(w)
+    third = F.sum(F.sin(x) * w)  # after the write into w: w as it is now
+    _update(other)
+    for loss in (first, second):
+        with pytest.raises(RuntimeError, match=OVERWRITTEN):
+            loss.backward()
+    only_x.backward()
+    backend.assert_close(x.grad, np.cos([0.5, 1.0]))
+    x.cleargrad()
+    w.cleargrad()
+    third.backward()
+    backend.assert_close(x.grad, np.cos([0.5, 1.0]) * [1.75, 2.75])
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_nothing_is_looked_up_where_the_clock_did_not_move(backend, run, walk_only, monkeypatch):
+    # After writes (the registry is not empty), a node of a library without a write
+    # count records the clock and, where it has not moved by its backward, looks up
+    # no memory: the cost of catching writes is not paid per operation.
+    if backend.name in ("torch", "jax"):
+        pytest.skip("PyTorch reads its own counts; JAX arrays are immutable")
+    x, w, forward, backward = _program(backend, run)
+    _update(backend.variable([1.0]))
+    _update(w)
+    looked_up = []
+    memory_of = _versions.memory_of
+    monkeypatch.setattr(_versions, "memory_of", lambda a: looked_up.append(a) or memory_of(a))
+    forward()
+    backward()
+    assert looked_up == []
+    _assert_gradients(backend, x, w)
+
+
+def test_a_plan_runs_its_own_steps_after_writes_into_its_inputs(backend):
+    # A parameter update between runs is no reason to leave the plan's own steps:
+    # they record and check what their nodes keep (the clock, or PyTorch's counts).
+    x, w, forward, backward = _program(backend, "compiled")
+    plan = forward.__self__
+    for _ in range(3):
+        x.cleargrad()
+        w.cleargrad()
+        forward()
+        backward()
+        assert plan.runs_own_steps()
+        assert not plan._fallback
+        _assert_gradients(backend, x, w)
+        _update(w)
+
+
+def test_the_clock_and_what_a_numpy_node_records():
+    x = Variable(np.array([0.5, 1.0]))
+    _update(x)
+    y = F.sin(x)
+    assert y.creator_node._saved_versions is None
+    assert y.creator_node._saved_at == _versions.clock[0] > 0
+    key = id(x.array)
+    assert _versions.last_write[key] == y.creator_node._saved_at
+    before = _versions.clock[0]
+    _update(x)
+    assert _versions.clock[0] == before + 1 == _versions.last_write[key]
+    del x, y
+    gc.collect()
+    assert key not in _versions.last_write

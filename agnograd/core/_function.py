@@ -26,11 +26,11 @@ from agnograd.core._function_checks import (
 )
 from agnograd.core._link import (
     _IN_ORDER,
+    _clock,
     _counted,
     _graph_writes,
     _record_versions,
     _uncounted,
-    _written,
     linked,
 )
 from agnograd.core._variable import Variable, _new_variable
@@ -90,8 +90,11 @@ class FunctionNode:
     xp: Any = None
     _saved_inputs: tuple[Any, ...] | None = None
     _saved_outputs: tuple[Any, ...] | None = None
-    # The versions of what it keeps, inputs and outputs (None: all were 0).
+    # The versions of what it keeps, inputs and outputs (None: all were 0), on a
+    # library that counts writes (PyTorch); elsewhere the write clock when it kept
+    # them (agnograd.core._versions; 0: no write had happened).
     _saved_versions: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    _saved_at = 0
     _local_hooks: dict[str, Any] | None = None
     _variables_in_backward = False  # set by the engine while backward takes Variables
     _retain_in: tuple[int, ...] = ()
@@ -415,9 +418,9 @@ class FunctionNode:
         if retain_out:
             keep_all = retain_out == _IN_ORDER.get(len(outputs)) and outputs.__class__ is tuple
             self._saved_outputs = outputs if keep_all else tuple([outputs[i] for i in retain_out])
-        # The versions of what it keeps, once some array was written in place, and
-        # always for a library that counts writes itself (PyTorch): agnograd.core._versions.
-        if (retain_in or retain_out) and (_written or xp not in _uncounted):
+        # The versions of what it keeps, always for a library that counts writes itself
+        # (PyTorch), elsewhere the write clock once it moved: agnograd.core._versions.
+        if (retain_in or retain_out) and (_clock[0] or xp not in _uncounted):
             _record_versions(self, arrays[0])
         if _graph_writes:
             _versions.note_outputs(results)
@@ -467,8 +470,10 @@ class FunctionNode:
                 return tuple([nodes[i].get_variable() for i in self._retain_in])
             raise RuntimeError(_freed_message(self, "inputs"))
         recorded = self._saved_versions
-        if recorded is not None or _written or self.xp in _counted:
+        if recorded is not None or self.xp in _counted:
             _versions.check(self, "input", saved, None if recorded is None else recorded[0])
+        elif _clock[0] and self._saved_at != _clock[0]:  # some write since it kept them
+            _versions.check_since(self, "input", saved, self._saved_at)
         if not self._variables_in_backward:
             return saved
         inputs = self.inputs
@@ -490,8 +495,10 @@ class FunctionNode:
                     return tuple([node.get_variable() for node in outs])  # type: ignore[union-attr]
             raise RuntimeError(_freed_message(self, "outputs"))
         recorded = self._saved_versions
-        if recorded is not None or _written or self.xp in _counted:
+        if recorded is not None or self.xp in _counted:
             _versions.check(self, "output", saved, None if recorded is None else recorded[1])
+        elif _clock[0] and self._saved_at != _clock[0]:  # some write since it kept them
+            _versions.check_since(self, "output", saved, self._saved_at)
         if not self._variables_in_backward:
             return saved
         outputs = self.outputs

@@ -19,10 +19,10 @@ from agnograd.core._variable import Variable, _new_variable  # noqa: F401 - LINK
 _weakref = weakref.ref
 # The registries of agnograd.core._versions, read by every operation: module globals, so
 # that reading one costs one lookup (they are never rebound, only filled).
-_written = _versions.versions
 _graph_writes = _versions.graph_writes
 _uncounted = _versions.uncounted
 _counted = _versions.counted
+_clock = _versions.clock
 
 _IN_ORDER = {n: tuple(range(n)) for n in range(1, 9)}
 
@@ -48,8 +48,8 @@ if retain_in or retain_out:
 
 # The versions of what it keeps (agnograd.core._versions): for a library that counts
 # writes itself (PyTorch) always, read here through its count, recorded only where one
-# is not 0 (no record says that all were); elsewhere once some array was written in
-# place. ``{moved}`` is the sum of the counts.
+# is not 0 (no record says that all were); elsewhere the write clock, once it moved
+# (no record says that it read 0). ``{moved}`` is the sum of the counts.
 _VERSIONS = """\
 count = _counted.get(xp)
 if count is not None:
@@ -59,7 +59,10 @@ if count is not None:
         moved = 1
     if moved:
         _record_versions(func, arrays[0])
-elif _written or xp not in _uncounted:
+elif xp in _uncounted:
+    if _clock[0]:
+        func._saved_at = _clock[0]
+else:  # a library not seen yet
     _record_versions(func, arrays[0])
 """
 
@@ -142,9 +145,9 @@ LINK_NAMES = (
     "_new_variable",
     "_weakref",
     "_IN_ORDER",
-    "_written",
     "_uncounted",
     "_counted",
+    "_clock",
     "_record_versions",
     "_read_by_gradients",
     "_graph_writes",
@@ -169,11 +172,7 @@ def render(source: str, namespace: dict[str, Any]) -> Any:
 
 
 def _record_versions(func: Any, sample: Any) -> None:
-    recorded = _versions.record(
-        func.xp, func._saved_inputs or (), func._saved_outputs or (), sample
-    )
-    if recorded is not None:  # a node that keeps nothing gets no entry
-        func._saved_versions = recorded
+    _versions.stamp(func, func._saved_inputs or (), func._saved_outputs or (), sample)
 
 
 def _read_by_gradients(func: Any, nodes: tuple[Any, ...]) -> tuple[int, ...]:

@@ -20,16 +20,22 @@ in-place operation on a Variable's array, which hands the array back to its sett
 (agnograd.core._debug). JAX arrays are immutable and a Dask write builds a new graph,
 so they share nothing.
 
-Arrays never written in place cost nothing: while agnograd has written nothing the
-registry is empty, and nodes of libraries without a counter of their own (NumPy)
-record nothing.
+Catching agnograd's own writes costs nodes nothing measurable: every write into
+memory of any library moves one global write clock and notes the clock's value
+for that memory (:data:`last_write`). A node of a library without a counter of its
+own (NumPy) records the clock when it links (nothing while the clock reads 0, as no
+write has happened) and, at backward, looks at the memory of what it kept only
+where the clock moved since: a write after the node linked is one whose clock
+value is later than the node's. So a training loop that updates its parameters in
+place (``p.array -= lr * p.grad``) between backward and the next forward pays no
+lookup per node.
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from agnograd.backends._backend import _adapter_cache, adapter_for
 from agnograd.core._config import BACKPROP, MODE
@@ -37,6 +43,13 @@ from agnograd.core._config import BACKPROP, MODE
 # id(owner of a buffer) -> number of agnograd's in-place writes into the buffer;
 # entries leave with their owners. While it is empty no write has happened.
 versions: dict[int, int] = {}
+
+#: The write clock: how many writes agnograd made into memory so far (one item of a
+#: list, which the nodes' code reads with one lookup). It never goes down.
+clock: list[int] = [0]
+#: id(owner of a buffer) -> the clock's value at agnograd's last write into it;
+#: entries leave with their owners, as those of ``versions``.
+last_write: dict[int, int] = {}
 
 #: Namespaces of libraries that keep no write counter of their own, learned from
 #: the arrays nodes save: while ``versions`` is empty their nodes record nothing.
@@ -75,6 +88,7 @@ graph_writes: dict[int, int] = {}
 
 def _forget(key: int) -> None:
     versions.pop(key, None)
+    last_write.pop(key, None)
     graph_writes.pop(key, None)
 
 
@@ -91,6 +105,9 @@ def bump(array: Any, graph: bool = True) -> None:
             return
         versions[key] = 0
     versions[key] += 1
+    now = clock[0] + 1
+    clock[0] = now
+    last_write[key] = now
     if graph and MODE.get()[BACKPROP]:
         graph_writes[key] = graph_writes.get(key, 0) + 1
 
@@ -154,20 +171,39 @@ def record(
     xp: Any, saved_inputs: tuple[Any, ...], saved_outputs: tuple[Any, ...], sample: Any
 ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
     """The versions a node of namespace ``xp`` that saved these arrays keeps: ``None``
-    when every one is 0 (or it saved none), which :func:`check` takes for 0s;
-    ``sample``, an array of ``xp``, tells whether the library counts writes itself,
-    the first time ``xp`` is seen."""
+    when every one is 0 (or it saved none), which :func:`check` takes for 0s, and for
+    a library that counts no writes of its own, whose nodes record the clock instead
+    (:func:`stamp`); ``sample``, an array of ``xp``, tells whether the library counts
+    writes itself, the first time ``xp`` is seen."""
     if xp not in counted and xp not in uncounted:
         adapter = adapter_for(sample)
         if adapter is not None and adapter.write_count is not None:
             counted[xp] = adapter.write_count
         else:
             uncounted.add(xp)
+    if xp in uncounted:
+        return None
     versions = (
         of(saved_inputs) if saved_inputs else (),
         of(saved_outputs) if saved_outputs else (),
     )
     return versions if any(versions[0]) or any(versions[1]) else None
+
+
+def stamp(
+    func: Any, saved_inputs: tuple[Any, ...], saved_outputs: tuple[Any, ...], sample: Any
+) -> None:
+    """Record on ``func`` what its backward compares to tell whether what it kept
+    (these arrays; ``sample`` as in :func:`record`) was written since: the versions
+    of a library that counts writes (``func._saved_versions``), else the clock
+    (``func._saved_at``)."""
+    xp = func.xp
+    if xp not in uncounted:
+        func._saved_versions = record(xp, saved_inputs, saved_outputs, sample)
+        if xp not in uncounted:  # (record learns whether it counts)
+            return
+    func._saved_versions = None
+    func._saved_at = clock[0]
 
 
 def note_outputs(outputs: tuple[Any, ...]) -> None:
@@ -221,9 +257,32 @@ def check(func: Any, what: str, arrays: tuple[Any, ...], recorded: tuple[int, ..
         return
     for i, (a, b) in enumerate(zip(now, before, strict=True)):
         if a != b:
-            raise RuntimeError(
-                f"backward of {func.label}: saved {what} {i} was overwritten in place after "
-                f"the forward used it (version {b} then, {a} now; a write into any view of "
-                "the same memory counts), so its gradient would be wrong; write into a copy "
-                "instead (x = xp.asarray(x, copy=True)) or set the values before using them"
-            )
+            _overwritten(func, what, i, f"version {b} then, {a} now")
+
+
+def check_since(func: Any, what: str, arrays: tuple[Any, ...], at: int) -> None:
+    """Raise if agnograd wrote into the memory of one of ``arrays`` after the clock
+    read ``at``: what a node of a library without a write count of its own checks at
+    backward where the clock moved since it linked (``at``, its ``_saved_at``)."""
+    i = written_since(arrays, at)
+    if i is not None:
+        now = versions.get(id(memory_of(arrays[i])), 0)
+        _overwritten(func, what, i, f"version {now} now, written since")
+
+
+def written_since(arrays: tuple[Any, ...], at: int) -> int | None:
+    """The index of the first of ``arrays`` whose memory agnograd wrote into after the
+    clock read ``at``; None where there is none."""
+    for i, array in enumerate(arrays):
+        if last_write.get(id(memory_of(array)), 0) > at:
+            return i
+    return None
+
+
+def _overwritten(func: Any, what: str, i: int, versions: str) -> NoReturn:
+    raise RuntimeError(
+        f"backward of {func.label}: saved {what} {i} was overwritten in place after "
+        f"the forward used it ({versions}; a write into any view of the same memory "
+        "counts), so its gradient would be wrong; write into a copy instead "
+        "(x = xp.asarray(x, copy=True)) or set the values before using them"
+    )

@@ -265,18 +265,23 @@ Unary._row_backward = Unary.backward
 
 # The backward of a row's class: its rule, called with the raw arrays that the forward
 # kept and its namespace, where nothing needs the accessors (see Unary.backward); a
-# kept array that was freed goes through them, which raise, and so does one that was
-# written in place since: some array was (``_written``), the node recorded a version
-# that was not 0, or the library's count of writes (PyTorch's) is not 0 now. ``{x}``
-# and ``{y}`` read what the rule reads, ``{moved}`` whether a count is not 0.
+# kept array that was freed goes through them, which raise, and so does one that may
+# have been written in place since: the node recorded a version that was not 0, the
+# library's count of writes (PyTorch's) is not 0 now, or, on a library without one,
+# agnograd's write clock moved since the node linked. ``{x}`` and ``{y}`` read what
+# the rule reads, ``{moved}`` whether a count is not 0.
 _UNARY_BACKWARD = """\
 def backward(self, indexes, grad_outputs):
-    if self._variables_in_backward or _written or self._saved_versions is not None:
+    if self._variables_in_backward or self._saved_versions is not None:
         return Unary.backward(self, indexes, grad_outputs)
     x = {x}
     y = {y}
     count = _counted.get(self.xp)
-    if count is not None and ({moved}):
+    if count is None:
+        now = _clock[0]
+        if now and now != self._saved_at:
+            return Unary.backward(self, indexes, grad_outputs)
+    elif {moved}:
         return Unary.backward(self, indexes, grad_outputs)
     return (rule(self.xp, x, y, grad_outputs[0]),)
 """
@@ -320,7 +325,7 @@ def unary(
     )
     names = {
         "Unary": Unary,
-        "_written": _versions.versions,
+        "_clock": _versions.clock,
         "_counted": _versions.counted,
         "rule": rule,
     }

@@ -50,8 +50,9 @@ from agnograd.static._compiled_steps import (
     _forward_code,
     _publish_code,
     accumulate_into_leaves,
-    counted_savers,
+    clock_steps,
     run_backward,
+    savers,
     version_steps,
 )
 from agnograd.static._define_then_run import count_forward, forward_all
@@ -203,16 +204,11 @@ class CompiledGraph:
 
     def runs_own_steps(self) -> bool:
         """Whether a run now executes the plan's own steps: not for a graph that
-        writes in place, has hooks or recomputes, nor while hooks are set or agnograd
-        has written in place, which its steps did not prove (a run then falls back to
-        ``forward_all`` and the engine)."""
-        return not (
-            self._writes
-            or self._hooked
-            or self._recompute
-            or MODE.get()[HOOKS]
-            or _versions.versions
-        )
+        writes in place, has hooks or recomputes, nor while hooks are set, which its
+        steps do not call (a run then falls back to ``forward_all`` and the engine).
+        Writes into its inputs between runs (a parameter update) are no reason: its
+        steps record and check what its nodes keep, as the nodes would."""
+        return not (self._writes or self._hooked or self._recompute or MODE.get()[HOOKS])
 
     def _forward_unguarded(self) -> None:
         self._fallback = not self.runs_own_steps()
@@ -553,14 +549,19 @@ class CompiledGraph:
         self._bare = [n for _, n in published if n._variable() is None] + [
             n for n in leaves if n.requires_grad and n._variable() is None
         ]
-        # The plan's own steps on a library that counts writes (PyTorch) record and
-        # check the versions of what their nodes keep, as those nodes would.
-        savers = counted_savers(funcs, own, slot_of)
-        if savers:
-            run_back = set(order) if keep != CLEAR else set()
-            record, check = version_steps(savers, run_back, keep != ALIVE)
-            forward.append(([f"{bind(record)}(buf)"], []))
-            backward.insert(0, ([f"{bind(check)}(buf, g)"], []))
+        # The plan's own steps record and check the versions of what their nodes keep,
+        # as those nodes would: a library's count of writes where it keeps one
+        # (PyTorch), else agnograd's write clock.
+        run_back = set(order) if keep != CLEAR else set()
+        for libraries, version_steps_of in (
+            (_versions.counted, version_steps),
+            (_versions.uncounted, clock_steps),
+        ):
+            kept = savers(funcs, own, slot_of, libraries)
+            if kept:
+                record, check = version_steps_of(kept, run_back, keep != ALIVE)
+                forward.append(([f"{bind(record)}(buf)"], []))
+                backward.insert(0, ([f"{bind(check)}(buf, g)"], []))
         forward.append((_publish_code(published, bind), []))
         self._runs_rules = not all(own[f] for f in order)
         self._forward_code, forward_source = _code("forward", "buf", forward, env)

@@ -9,7 +9,7 @@ give the graph's nodes their arrays, and the Python functions made of them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any
 
 from agnograd.backends._backend import as_array, raw_namespace, writable
@@ -104,8 +104,8 @@ def _code(
 
 def _plain(func: FunctionNode) -> bool:
     """Whether ``func`` may get a step of its own: one of agnograd's classes, on a
-    library whose write counting is known (PyTorch's nodes get their versions from
-    :func:`version_steps`)."""
+    library whose write counting is known (its nodes get their versions from
+    :func:`version_steps` or :func:`clock_steps`)."""
     xp = func.xp
     return (
         not func._local_hooks
@@ -115,20 +115,24 @@ def _plain(func: FunctionNode) -> bool:
     )
 
 
-def counted_savers(
-    funcs: list[FunctionNode], own: dict[FunctionNode, bool], slot_of: dict[VariableNode, int]
+def savers(
+    funcs: list[FunctionNode],
+    own: dict[FunctionNode, bool],
+    slot_of: dict[VariableNode, int],
+    libraries: Container[Any],
 ) -> list[tuple[FunctionNode, tuple[int, ...], tuple[int, ...]]]:
-    """Each of the plan's own nodes (``own``) that keeps arrays of a library that
-    counts writes (PyTorch), with the slots of the inputs and the outputs it keeps."""
-    savers = []
+    """Each of the plan's own nodes (``own``) that keeps arrays of one of
+    ``libraries`` (namespaces: ``_versions.counted`` or ``_versions.uncounted``), with
+    the slots of the inputs and the outputs it keeps."""
+    found = []
     for f in funcs:
-        if own[f] and f.xp in _versions.counted and (f._retain_in or f._retain_out):
+        if own[f] and f.xp in libraries and (f._retain_in or f._retain_out):
             inputs: Any = f.inputs
             outputs: Any = f.outputs
             kept_in = tuple([slot_of[inputs[i]] for i in f._retain_in])
             kept_out = tuple([slot_of[outputs[i]()] for i in f._retain_out])
-            savers.append((f, kept_in, kept_out))
-    return savers
+            found.append((f, kept_in, kept_out))
+    return found
 
 
 def version_steps(
@@ -165,6 +169,42 @@ def version_steps(
                 _versions.check(func, "input", tuple([buf[k] for k in ins]), before_in)
             if outs:
                 _versions.check(func, "output", tuple([buf[k] for k in outs]), before_out)
+
+    return record, check
+
+
+def clock_steps(
+    savers: list[tuple[FunctionNode, tuple[int, ...], tuple[int, ...]]],
+    checked: set[FunctionNode],
+    in_node: bool,
+) -> tuple[Step, Step]:
+    """What :func:`version_steps` are for a library without a write count of its own
+    (NumPy): ``record(buf)`` after the forward reads agnograd's write clock (and, with
+    ``in_node``, puts it into the nodes of ``savers`` that it read something, for the
+    engine, as their own forward would); ``check(buf, g)`` before the backward looks
+    at the memory of what they keep only where the clock moved since, and raises the
+    engine's error for an array kept by a node of ``checked`` that agnograd wrote
+    into after the forward."""
+    clock = _versions.clock
+    at = [0]
+
+    def record(buf: list[Any]) -> None:
+        now = at[0] = clock[0]
+        if in_node and now:  # (where it reads 0, so did it when each node last ran)
+            for func, _, _ in savers:
+                func._saved_at = now
+
+    def check(buf: list[Any], g: list[Any]) -> None:
+        then = at[0]
+        if clock[0] == then:  # nothing written since the forward
+            return
+        for func, ins, outs in savers:
+            if func not in checked:
+                continue
+            if ins:
+                _versions.check_since(func, "input", tuple([buf[k] for k in ins]), then)
+            if outs:
+                _versions.check_since(func, "output", tuple([buf[k] for k in outs]), then)
 
     return record, check
 
@@ -212,8 +252,8 @@ def _forward_code(
     if not (saves and saves_in_node and (func._retain_in or func._retain_out)):
         return [line], True
     name = bind(func)
-    # No version recorded (all 0): the plan runs only while no array was written in
-    # place, and on PyTorch its own version steps record and check (version_steps).
+    # No version recorded here: the plan's own steps record and check them
+    # (version_steps, clock_steps).
     lines = [line, f"{name}._saved_versions = None"]
     for attr, retained, slots in (
         ("_saved_inputs", func._retain_in, ins),
@@ -245,8 +285,6 @@ def _generic_forward(
     """What ``forward_all`` does for one node, with its slots and namespace bound
     (``saves``: whether it keeps what its backward reads)."""
     forward = func.forward
-    xp = func.xp
-    written = _versions.versions
 
     def step(buf: list[Any]) -> None:
         arrays = tuple([buf[k] for k in ins])
@@ -261,9 +299,8 @@ def _generic_forward(
         saved_in = tuple([arrays[i] for i in retain_in])
         saved_out = tuple([results[i] for i in retain_out])
         func._saved_inputs, func._saved_outputs = saved_in, saved_out
-        if (retain_in or retain_out) and (written or xp not in _versions.uncounted):
-            sample = (arrays or results)[0]
-            func._saved_versions = _versions.record(xp, saved_in, saved_out, sample)
+        if retain_in or retain_out:
+            _versions.stamp(func, saved_in, saved_out, (arrays or results)[0])
         elif func._saved_versions is not None:
             func._saved_versions = None
 

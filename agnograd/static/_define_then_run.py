@@ -262,12 +262,11 @@ def forward_all(
         func._saved_inputs, func._saved_outputs = saved_in, saved_out
         # What apply does: versions as the forward saw them, so that only later writes
         # make backward raise (and none recorded in an earlier run stays).
-        func._saved_versions = None
-        if wanted and (_versions.versions or func.xp not in _versions.uncounted):
+        if wanted:
             sample = (arrays_t or outputs)[0]
-            func._saved_versions = _versions.record(
-                func.xp, saved_in or (), saved_out or (), sample
-            )
+            _versions.stamp(func, saved_in or (), saved_out or (), sample)
+        else:
+            func._saved_versions = None
         if stale:
             dropped.discard(func)  # what it keeps now is this run's, whole
         if marked:

@@ -162,6 +162,14 @@ def restore(func: FunctionNode) -> None:
     kept_out = None if saved_out is None else list(saved_out)
     versions = func._saved_versions
     new_versions = None if versions is None else (list(versions[0]), list(versions[1]))
+    at = func._saved_at
+    if versions is None and func.xp in _versions.uncounted and at != _versions.clock[0]:
+        # On a library without a write count: what it still keeps is as its forward saw
+        # it unless written since (its backward then refuses it), what it keeps anew is
+        # as it is now.
+        still = [a for a in (saved_in or ()) + (saved_out or ()) if a is not None]
+        if _versions.written_since(tuple(still), at) is None:
+            func._saved_at = _versions.clock[0]
     for (is_out, p, _, _), array in zip(wanted, arrays, strict=True):
         kept = kept_out if is_out else kept_in
         assert kept is not None
