@@ -182,7 +182,7 @@ def test_the_namespace_add_keeps_the_standards_two_operands() -> None:
     assert xp.add.__name__ == "add"
     with pytest.raises(TypeError):
         xp.add(np.ones(2), np.ones(2), np.ones(2))
-    row = F._elementwise.ROWS.rows["add"]
+    row = F._arithmetic.ROWS.rows["add"]
     assert row.function is F.add
     assert row.namespace is _table.DIFFERENTIABLE["add"] is xp.add
 

@@ -26,6 +26,7 @@ import agnograd
 import agnograd.functions as F
 from agnograd import Variable
 from agnograd.functions import (
+    _arithmetic,
     _binary,
     _core,
     _elementwise,
@@ -39,7 +40,7 @@ from agnograd.functions import (
 from agnograd.testing import backend_namespace, check_backward, check_double_backward
 from agnograd.testing import strategies as ags
 
-MODULES = [_unary, _binary, _elementwise]
+MODULES = [_unary, _binary, _arithmetic, _elementwise]
 ROWS = [(module, row) for module in MODULES for row in module.ROWS.rows.values()]
 EXTRAS = [row for _, row in ROWS if not row.standard]
 #: Every module of agnograd.functions that declares rows: the chapters and the extras.

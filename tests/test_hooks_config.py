@@ -160,7 +160,7 @@ def test_local_hook_on_one_node(backend):
 
 
 def test_local_hook_sees_forward_when_added_before_apply(backend):
-    from agnograd.functions._elementwise import MulConstant
+    from agnograd.functions._arithmetic import MulConstant
 
     hook = Recording()
     node = MulConstant(3.0)

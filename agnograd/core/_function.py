@@ -90,9 +90,8 @@ class FunctionNode:
     xp: Any = None
     _saved_inputs: tuple[Any, ...] | None = None
     _saved_outputs: tuple[Any, ...] | None = None
-    # The versions of what it keeps, inputs and outputs (None: all were 0), on a
-    # library that counts writes (PyTorch); elsewhere the write clock when it kept
-    # them (agnograd.core._versions; 0: no write had happened).
+    # The versions of what it keeps, inputs and outputs (None: all were 0), where the
+    # library counts writes (PyTorch); elsewhere the write clock then (0: no write yet).
     _saved_versions: tuple[tuple[int, ...], tuple[int, ...]] | None = None
     _saved_at = 0
     _local_hooks: dict[str, Any] | None = None
@@ -469,11 +468,8 @@ class FunctionNode:
                 nodes = self.inputs or ()
                 return tuple([nodes[i].get_variable() for i in self._retain_in])
             raise RuntimeError(_freed_message(self, "inputs"))
-        recorded = self._saved_versions
-        if recorded is not None or self.xp in _counted:
-            _versions.check(self, "input", saved, None if recorded is None else recorded[0])
-        elif _clock[0] and self._saved_at != _clock[0]:  # some write since it kept them
-            _versions.check_since(self, "input", saved, self._saved_at)
+        if self._saved_versions is not None or self.xp in _counted or _clock[0]:
+            _versions.check_kept(self, "input", saved, 0)
         if not self._variables_in_backward:
             return saved
         inputs = self.inputs
@@ -494,11 +490,8 @@ class FunctionNode:
                 if all(node is not None for node in outs):
                     return tuple([node.get_variable() for node in outs])  # type: ignore[union-attr]
             raise RuntimeError(_freed_message(self, "outputs"))
-        recorded = self._saved_versions
-        if recorded is not None or self.xp in _counted:
-            _versions.check(self, "output", saved, None if recorded is None else recorded[1])
-        elif _clock[0] and self._saved_at != _clock[0]:  # some write since it kept them
-            _versions.check_since(self, "output", saved, self._saved_at)
+        if self._saved_versions is not None or self.xp in _counted or _clock[0]:
+            _versions.check_kept(self, "output", saved, 1)
         if not self._variables_in_backward:
             return saved
         outputs = self.outputs

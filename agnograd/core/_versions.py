@@ -260,6 +260,18 @@ def check(func: Any, what: str, arrays: tuple[Any, ...], recorded: tuple[int, ..
             _overwritten(func, what, i, f"version {b} then, {a} now")
 
 
+def check_kept(func: Any, what: str, arrays: tuple[Any, ...], index: int) -> None:
+    """Raise if one of the ``arrays`` (``what``: "input" or "output"; ``index``: 0 or 1
+    into ``_saved_versions``) that ``func`` kept was written since: through the
+    library's counts where it keeps them (or the node recorded versions), else through
+    the write clock. ``FunctionNode``'s accessors call it where either may apply."""
+    recorded = func._saved_versions
+    if recorded is not None or func.xp in counted:
+        check(func, what, arrays, None if recorded is None else recorded[index])
+    elif clock[0] and func._saved_at != clock[0]:  # some write since it kept them
+        check_since(func, what, arrays, func._saved_at)
+
+
 def check_since(func: Any, what: str, arrays: tuple[Any, ...], at: int) -> None:
     """Raise if agnograd wrote into the memory of one of ``arrays`` after the clock
     read ``at``: what a node of a library without a write count of its own checks at

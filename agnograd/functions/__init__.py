@@ -16,10 +16,12 @@ array([[3., 0.]])
 """
 
 from agnograd.functions import _chainer, _misc, _nn, _rows, _table
+from agnograd.functions._arithmetic import *  # noqa: F403
 from agnograd.functions._binary import *  # noqa: F403 - each __all__ comes from the rows
 from agnograd.functions._chainer import *  # noqa: F403
 from agnograd.functions._checkpoint import forget
 from agnograd.functions._creation import *  # noqa: F403
+from agnograd.functions._cumulative import *  # noqa: F403
 from agnograd.functions._elementwise import *  # noqa: F403
 from agnograd.functions._fft import *  # noqa: F403
 from agnograd.functions._indexing import *  # noqa: F403

@@ -17,7 +17,7 @@ from agnograd.core import _extension
 from agnograd.core._config import no_backprop_mode
 from agnograd.core._variable import Variable
 from agnograd.core._variable_operators import bind
-from agnograd.functions import _elementwise as E
+from agnograd.functions import _arithmetic as E
 from agnograd.functions._core import apply_nondifferentiable
 from agnograd.functions._inplace import inplace, setitem  # noqa: F401 - setitem is an operator
 from agnograd.functions._table import DIFFERENTIABLE, NON_DIFFERENTIABLE

@@ -24,14 +24,17 @@ from agnograd.functions._standard import VERSION
 
 #: The modules that declare the namespace's functions, each in its table of rows
 #: (``ROWS``, see ``_rows.py``): the chapters of the standard and its extensions (the
-#: elementwise chapter in three modules, linear algebra in four).
+#: elementwise chapter in four modules, the statistical one in two, linear algebra in
+#: four).
 CHAPTERS = tuple(
     importlib.import_module(f"agnograd.functions._{name}")
     for name in [
         "unary",
         "binary",
+        "arithmetic",
         "elementwise",
         "creation",
+        "cumulative",
         "fft",
         "indexing",
         "linalg",

@@ -26,8 +26,7 @@ from agnograd.core._engine_loop import (
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.core._variable_node import VariableNode
-from agnograd.functions._core import Unary
-from agnograd.functions._elementwise import (
+from agnograd.functions._arithmetic import (
     Add,
     AddConstant,
     DivConstant,
@@ -38,6 +37,7 @@ from agnograd.functions._elementwise import (
     SubConstant,
     SubFromConstant,
 )
+from agnograd.functions._core import Unary
 from agnograd.static._buffers import _unlinked, set_node_data
 from agnograd.static._compiled_trace import trace_rule
 
