@@ -31,6 +31,7 @@ from agnograd.testing import (
     backend_namespace,
     check_backward,
     check_double_backward,
+    check_jvp,
     installed_backends,
     numerical_grad,
     to_numpy,
@@ -349,6 +350,84 @@ def test_backward_on_raw_data_fails_at_second_order(xp, device):
         check_double_backward(lambda v: apply(ConstantSlope(), v), x, gy, gy)
 
 
+# -- forward mode: check_jvp -----------------------------------------------------------
+
+
+class SquareWithJvp(Square):
+    """``x ** 2`` with a ``jvp`` of ``factor * x * t``: right for 2, wrong for 3; with
+    ``detached``, right to first order but built from the raw data, so that the jvp of
+    the jvp misses the derivative of ``x``."""
+
+    def __init__(self, factor: float = 2.0, detached: bool = False) -> None:
+        super().__init__()
+        self.jvp_factor = factor
+        self.detached = detached
+
+    def jvp(self, inputs, tangents):
+        (x,), (t,) = inputs, tangents
+        if self.detached:
+            x = agnograd.Variable(raw(x), requires_grad=False)
+        return (self.jvp_factor * x * t,)
+
+
+def test_check_jvp_passes_right_jvps(xp, device):
+    x = array(xp, device, [[0.5, -1.0], [2.0, 0.25]])
+    b = array(xp, device, [[1.5, 0.5], [-0.5, 1.0]])
+    check_jvp(SquareWithJvp(), x)
+    check_jvp(lambda v: apply(SquareWithJvp(), v), x, ones(xp, device, (2, 2)))
+    check_jvp(F.tanh, x)
+    check_jvp(lambda p, q: (F.matmul(p, q), F.sum(p * q)), (x, b))
+    # No jvp: its backward, transposed (which forward mode cannot differentiate again).
+    check_jvp(lambda p, q: apply(MatMul(), p, q), (x, b), second_order=False)
+
+
+def test_check_jvp_catches_a_wrong_jvp(xp, device):
+    x = array(xp, device, [[0.5, -1.0], [2.0, 0.25]])
+    with pytest.raises(AssertionError) as caught:
+        check_jvp(SquareWithJvp(3.0), x)
+    message = str(caught.value)
+    assert message.startswith(
+        "check_jvp: the jvp of SquareWithJvp disagrees with central differences along d"
+    )
+    assert "direction d (w: a random weight of the outputs):\n    input 0 (2, 2)" in message
+    # The jvp claims 3 x t where the derivative is 2 x t: the largest |x t| is worst.
+    assert "worst element: output 0 at " in message
+
+
+def test_check_jvp_catches_a_jvp_wrong_at_second_order(xp, device):
+    x = array(xp, device, [0.5, -1.0, 2.0])
+    check_jvp(SquareWithJvp(detached=True), x, second_order=False)  # right to first order
+    with pytest.raises(
+        AssertionError,
+        match=r"^check_jvp: the jvp of SquareWithJvp along d \(second order: the jvp of the "
+        r"jvp\) disagrees with central differences along e",
+    ):
+        check_jvp(SquareWithJvp(detached=True), x)
+
+
+def test_check_jvp_directions_and_no_grads(xp, device):
+    x = array(xp, device, [0.5, -1.0, 2.0])
+    k = xp.asarray([2, 0], device=device)
+    take = lambda v, i: F.tanh(v)[i]  # noqa: E731
+    d = array(xp, device, [1.0, 0.0, -1.0])
+    check_jvp(take, (x, k), d, d)  # the integer input is left out, as no_grads says
+    check_jvp(take, (x, k), (d, None), (d, None))
+    with pytest.raises(ValueError, match=r"x_tangent for input 0 of .*<lambda> has shape"):
+        check_jvp(take, (x, k), ones(xp, device, (2,)))
+    with pytest.raises(ValueError, match=r"input 1 of .*<lambda> has dtype int"):
+        check_jvp(take, (x, k), no_grads=[False, False])
+
+
+def test_check_jvp_complex_and_float32(xp, device):
+    x = array(xp, device, [0.5, -1.0, 2.0], dtype=xp.float32)
+    check_jvp(F.tanh, x)
+    with pytest.raises(AssertionError, match="the jvp of SquareWithJvp disagrees"):
+        check_jvp(SquareWithJvp(3.0), x)
+    z = xp.asarray([1.0 + 2.0j, 0.5 - 1.0j], device=device)
+    check_jvp(F.exp, z)
+    check_jvp(lambda v: F.sum(v * v), z)
+
+
 # -- numerical_grad ------------------------------------------------------------------
 
 
@@ -530,6 +609,15 @@ def test_property_matmul(xp, device, data):
         wrong = lambda p, q: apply(MatMul("no-transpose"), p, q)  # noqa: E731
         with pytest.raises(AssertionError):
             check_backward(wrong, (square, square), ones(xp, device, (2, 2)))
+
+
+@settings(max_examples=5, deadline=None)
+@given(data=st.data())
+def test_property_check_jvp(xp, device, data):
+    """check_jvp on points hypothesis draws from the functions' domains."""
+    for name in ("log", "tanh", "matmul", "sum"):
+        case = data.draw(ags.function_inputs(xp, name, device=device), label=name)
+        check_jvp(case, case.inputs)
 
 
 # -- strategies ----------------------------------------------------------------------

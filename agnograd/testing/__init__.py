@@ -1,7 +1,8 @@
 """Testing kit: gradient checks, cross-backend assertions, strategies and a pytest plugin.
 
 - :func:`numerical_grad`, :func:`check_backward`, :func:`check_double_backward`:
-  Chainer's gradient checks, on arrays of any array API library and device.
+  Chainer's gradient checks, on arrays of any array API library and device;
+  :func:`check_jvp`, the same check of forward mode's Jacobian-vector products.
 - :func:`assert_allclose`, :func:`assert_array_equal`, :func:`to_numpy`: compare
   arrays of different libraries and devices.
 - :mod:`agnograd.testing.strategies`: hypothesis strategies for Variables of any
@@ -24,6 +25,7 @@ from agnograd.testing._assertions import assert_allclose, assert_array_equal, to
 from agnograd.testing._backends import backend_namespace, installed_backends, usable_devices
 from agnograd.testing._double_backward import check_double_backward
 from agnograd.testing._gradient_check import check_backward
+from agnograd.testing._jvp_check import check_jvp
 from agnograd.testing._numerical import NondifferentiableError, numerical_grad
 
 # Report errors under the public name (``agnograd.testing.NondifferentiableError``).
@@ -36,6 +38,7 @@ __all__ = [
     "backend_namespace",
     "check_backward",
     "check_double_backward",
+    "check_jvp",
     "installed_backends",
     "numerical_grad",
     "to_numpy",
