@@ -15,11 +15,13 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import array_api_compat
 import numpy
 
-from agnograd.backends._backend import dtype_name
+from agnograd.backends._backend import dtype_name, raw_namespace
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
+from agnograd.testing._backends import default_float
 from agnograd.testing._gradient_check import (
     _draw_direction,
     _eval_dtype,
@@ -89,13 +91,15 @@ def check_jvp(
     eps : float
         Step of the central differences along the direction.
     atol, rtol : float
-        Tolerances on the directional derivative.
+        Tolerances on the directional derivative; ten times wider at second order
+        (as :func:`check_double_backward`'s defaults are to :func:`check_backward`'s).
     no_grads : sequence of bool, optional
         One per input: ``True`` to leave the input out (it gets no tangent and is
         not moved). Default: ``True`` for inputs without a floating dtype.
     dtype : dtype or str, optional
         Evaluate the central differences with the floating inputs cast to this
-        dtype (the jvp still runs in the original dtypes).
+        dtype (the jvp still runs in the original dtypes). Default: float64 where
+        the inputs' device has it, else float32.
     detect_nondifferentiable : bool
         Raise :class:`NondifferentiableError` when ``func`` has a kink or jump
         within ``2 * eps`` along the direction instead of comparing.
@@ -152,6 +156,8 @@ def check_jvp(
             )
     if not moved:
         return
+    if dtype is None:  # central differences in float64 where the device has it
+        dtype = default_float(raw_namespace(xs[moved[0]]), array_api_compat.device(xs[moved[0]]))
     d = _directions(x_tangent, xs, moved, seed, "x_tangent", name)
     _check_jvp(
         name, "d", call, xs, moved, d, eps, atol, rtol, dtype, detect_nondifferentiable, seed
@@ -178,8 +184,8 @@ def check_jvp(
         moved,
         e,
         eps,
-        atol,
-        rtol,
+        10 * atol,  # as check_double_backward's defaults are to check_backward's
+        10 * rtol,
         dtype,
         detect_nondifferentiable,
         second_seed,
