@@ -9,9 +9,11 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agnograd.core._variable import Variable
+from agnograd.transforms import _forward
 from agnograd.transforms._arguments import argnums_tuple, differentiate, own, split_aux
 from agnograd.transforms._constants import PASS_AS_ARGUMENT, WRAP, call, restore
-from agnograd.transforms._symbolic import recording, recording_for
+from agnograd.transforms._symbolic import building, recording, recording_for
 from agnograd.transforms._transforms import (
     Arrays,
     _as_tuple,
@@ -33,6 +35,7 @@ from agnograd.transforms._transforms import (
     _tree_arrays,
     _unpack,
     _validate_v,
+    _zeros_like,
 )
 
 # --- torch.autograd.functional ------------------------------------------------------
@@ -175,6 +178,47 @@ def jvp(
     (array([ 5., 25.]), array([2., 8.]))
     """
     is_inputs_tuple, inputs = _as_tuple(inputs, "jvp", "inputs")
+    if strict or building():
+        return _jvp_by_double_backward(func, inputs, is_inputs_tuple, v, create_graph, strict)
+    xs = _prepare(inputs, is_inputs_tuple, "jvp", create_graph)
+    if v is None:
+        vs = _default_v(xs, "jvp", "input")
+    else:
+        vs = _validate_v(v, xs, is_inputs_tuple, "jvp", "inputs", create_graph)
+    is_outputs_tuple: list[bool] = []
+
+    def outputs_of(*args: Variable) -> tuple[Variable, ...]:
+        is_tuple, outputs = _outputs(call("jvp", WRAP, func, *args), "jvp", False)
+        is_outputs_tuple.append(is_tuple)
+        return outputs
+
+    # Raw primals (and tangents) unless the results must keep a graph: then forward
+    # mode computes on raw arrays, recording nothing.
+    primals = xs if create_graph else tuple(x.array for x in xs)
+    try:
+        outputs, tangents = _forward.jvp(outputs_of, primals, vs)
+    except NotImplementedError:
+        if not create_graph:
+            raise
+        # A node without a jvp that forward mode can run on a reverse graph (which
+        # create_graph asks for): the double-backward trick needs its double backward.
+        return _jvp_by_double_backward(func, inputs, is_inputs_tuple, v, create_graph, strict)
+    return _unpack(tuple(outputs), is_outputs_tuple[0]), _unpack(
+        tuple(tangents), is_outputs_tuple[0]
+    )
+
+
+def _jvp_by_double_backward(
+    func: Callable[..., Any],
+    inputs: tuple[Any, ...],
+    is_inputs_tuple: bool,
+    v: Arrays | None,
+    create_graph: bool,
+    strict: bool,
+) -> tuple[Any, Any]:
+    """:func:`jvp` by the double-backward trick, for what forward mode cannot do:
+    find, with ``strict``, an input no output depends on (a single pass along ``v``
+    cannot tell), and record into a graph not run (under :func:`agnograd.jit`)."""
     create_graph, recorded = recording_for(inputs, create_graph)  # under jit: in its graph
     with recorded:
         xs = _prepare(inputs, is_inputs_tuple, "jvp", create_graph)
@@ -317,6 +361,41 @@ def hvp(
     (array(2.), array([4., 2.]))
     """
     is_inputs_tuple, inputs = _as_tuple(inputs, "hvp", "inputs")
+    if strict or building():
+        return _hvp_by_double_backward(func, inputs, is_inputs_tuple, v, create_graph, strict)
+    xs = _prepare(inputs, is_inputs_tuple, "hvp", create_graph)
+    vs = _hessian_v(v, xs, is_inputs_tuple, "hvp", create_graph)
+    value: list[Variable] = []
+
+    def gradient(*args: Variable) -> tuple[Variable, ...]:
+        out = _single_output(call("hvp", WRAP, func, *args), "hvp", False)
+        value.append(out)
+        jac = _derivative(out, args, False, "hvp")
+        return tuple(
+            _zeros_like(x, True) if g is None else g for g, x in zip(jac, args, strict=True)
+        )
+
+    # Forward over reverse: the derivative of the gradient along v, in one pass.
+    try:
+        _, hs = _forward.jvp(gradient, xs, vs)
+    except NotImplementedError:
+        # A node of the gradient without a jvp that forward mode can run on a
+        # reverse graph: the double-backward trick needs only its double backward.
+        return _hvp_by_double_backward(func, inputs, is_inputs_tuple, v, create_graph, strict)
+    return _finish(value, create_graph)[0], _unpack(_finish(hs, create_graph), is_inputs_tuple)
+
+
+def _hvp_by_double_backward(
+    func: Callable[..., Any],
+    inputs: tuple[Any, ...],
+    is_inputs_tuple: bool,
+    v: Arrays | None,
+    create_graph: bool,
+    strict: bool,
+) -> tuple[Any, Any]:
+    """:func:`hvp` by the double-backward trick on the gradient, for what forward
+    mode cannot do (as :func:`_jvp_by_double_backward`): with ``strict``, find a
+    gradient that is constant in an input."""
     create_graph, recorded = recording_for(inputs, create_graph)  # under jit: in its graph
     with recorded:
         xs = _prepare(inputs, is_inputs_tuple, "hvp", create_graph)

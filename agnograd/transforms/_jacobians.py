@@ -7,20 +7,29 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from agnograd.backends._backend import raw_namespace
 from agnograd.core._config import eager_recording
 from agnograd.core._variable import Variable
 from agnograd.functions._namespace import namespace_of
+from agnograd.transforms import _forward
 from agnograd.transforms._constants import WRAP, call
+from agnograd.transforms._symbolic import building
 from agnograd.transforms._transforms import (
     _STRATEGIES,
     Arrays,
+    _arange,
     _as_tuple,
+    _assemble,
+    _complex_dtype,
+    _from_parts,
     _is_complex,
     _jacobian_by_columns,
     _jacobian_by_rows,
+    _one_hot,
     _outputs,
     _prepare,
     _single_output,
+    _size,
     _unpack,
 )
 
@@ -116,7 +125,29 @@ def jacobian(
             f"jacobian: strategy must be 'reverse-mode' or 'forward-mode', got {strategy!r}; "
             "prefer 'forward-mode' when func has more output than input elements"
         )
+    return _jacobian(func, inputs, create_graph, strict, strategy, by_jvp=True)
+
+
+def _jacobian(
+    func: Callable[..., Any],
+    inputs: Arrays,
+    create_graph: bool,
+    strict: bool,
+    strategy: str,
+    by_jvp: bool,
+) -> Any:
+    """:func:`jacobian`; ``by_jvp=False`` builds the columns of ``"forward-mode"`` by
+    the double-backward trick (:func:`hessian`'s gradient makes its own leaves, which
+    forward mode's tangents would not reach)."""
     is_inputs_tuple, inputs = _as_tuple(inputs, "jacobian", "inputs")
+    if strategy == "forward-mode" and by_jvp and not strict and not building():
+        try:
+            return _by_forward_mode(func, inputs, is_inputs_tuple, create_graph)
+        except NotImplementedError:
+            if not create_graph:
+                raise
+            # A node without a jvp that forward mode can run on a reverse graph (which
+            # create_graph asks for): the double-backward trick needs its double backward.
     with eager_recording():
         xs = _prepare(inputs, is_inputs_tuple, "jacobian", create_graph)
         is_outputs_tuple, outputs = _outputs(call("jacobian", WRAP, func, *xs), "jacobian", strict)
@@ -125,6 +156,59 @@ def jacobian(
         else:
             blocks = _jacobian_by_columns(outputs, xs, create_graph, strict)
     return _unpack(blocks, (is_outputs_tuple, is_inputs_tuple))
+
+
+def _by_forward_mode(
+    func: Callable[..., Any], inputs: tuple[Any, ...], is_inputs_tuple: bool, create_graph: bool
+) -> Any:
+    """:func:`jacobian` by columns, column ``k`` of input ``j`` the jvp along the
+    ``k``-th basis vector ``e`` of that input (zero tangents elsewhere); along ``i e``
+    too for a complex input that reaches a real output, for backward's gradient
+    ``d/dRe z + i d/dIm z``. ``strict`` needs to know which input an output depends
+    on, which a jvp along one direction cannot tell: the double-backward trick does
+    that."""
+    xs = _prepare(inputs, is_inputs_tuple, "jacobian", create_graph)
+    is_outputs_tuple: list[bool] = []
+
+    def outputs_of(*args: Variable) -> tuple[Variable, ...]:
+        is_tuple, outputs = _outputs(call("jacobian", WRAP, func, *args), "jacobian", False)
+        is_outputs_tuple.append(is_tuple)
+        return outputs
+
+    # Raw primals unless the results must keep a graph: then forward mode computes on
+    # raw arrays, recording nothing.
+    primals = xs if create_graph else tuple(x.array for x in xs)
+    zeros = [raw_namespace(p.array).zeros_like(p.array) for p in xs]
+    outputs: tuple[Any, ...] | None = None
+    columns: list[list[list[Any]]] | None = None  # [i][j][k]
+    for j, x in enumerate(xs):
+        if not _size(x):
+            continue
+        idx = _arange(x)
+        for k in range(_size(x)):
+            e = _one_hot(x, k, idx)
+            outputs, ts = _forward.jvp(outputs_of, primals, (*zeros[:j], e, *zeros[j + 1 :]))
+            if columns is None:
+                columns = [[[] for _ in xs] for _ in outputs]
+            if _is_complex(x) and not all(_is_complex(y) for y in outputs):
+                _, tis = _forward.jvp(outputs_of, primals, (*zeros[:j], e * 1j, *zeros[j + 1 :]))
+                ts = [
+                    t if _is_complex(y) else _from_parts(t, ti, _complex_dtype(x))
+                    for t, ti, y in zip(ts, tis, outputs, strict=True)
+                ]
+            for i, t in enumerate(ts):
+                columns[i][j].append(t if create_graph or not isinstance(t, Variable) else t.array)
+    if outputs is None:  # no input element: the outputs for the blocks' shapes
+        outputs = outputs_of(*xs)
+    refs = [y if isinstance(y, Variable) else Variable(y, requires_grad=False) for y in outputs]
+    blocks = tuple(
+        tuple(
+            _assemble(columns[i][j] if columns else [], out, x, -1, create_graph)
+            for j, x in enumerate(xs)
+        )
+        for i, out in enumerate(refs)
+    )
+    return _unpack(blocks, (is_outputs_tuple[0], is_inputs_tuple))
 
 
 def hessian(
@@ -223,12 +307,5 @@ def hessian(
                 )
         return tuple(jac)
 
-    res = jacobian(
-        gradient,
-        inputs,
-        create_graph=create_graph,
-        strict=strict,
-        vectorize=vectorize,
-        strategy=outer_jacobian_strategy,
-    )
+    res = _jacobian(gradient, inputs, create_graph, strict, outer_jacobian_strategy, by_jvp=False)
     return _unpack(res, (is_inputs_tuple, is_inputs_tuple))
