@@ -144,10 +144,9 @@ def _jacobian(
         try:
             return _by_forward_mode(func, inputs, is_inputs_tuple, create_graph)
         except NotImplementedError:
-            if not create_graph:
-                raise
-            # A node without a jvp that forward mode can run on a reverse graph (which
-            # create_graph asks for): the double-backward trick needs its double backward.
+            # A node without a jvp that forward mode can run on a reverse graph: the
+            # double-backward trick needs only its double backward.
+            pass
     with eager_recording():
         xs = _prepare(inputs, is_inputs_tuple, "jacobian", create_graph)
         is_outputs_tuple, outputs = _outputs(call("jacobian", WRAP, func, *xs), "jacobian", strict)
@@ -175,9 +174,9 @@ def _by_forward_mode(
         is_outputs_tuple.append(is_tuple)
         return outputs
 
-    # Raw primals unless the results must keep a graph: then forward mode computes on
-    # raw arrays, recording nothing.
-    primals = xs if create_graph else tuple(x.array for x in xs)
+    # Leaves that require a gradient, so that a func that differentiates its arguments
+    # itself (a Jacobian of a Jacobian) reaches them, and forward mode with them.
+    primals = xs
     zeros = [raw_namespace(p.array).zeros_like(p.array) for p in xs]
     outputs: tuple[Any, ...] | None = None
     columns: list[list[list[Any]]] | None = None  # [i][j][k]
