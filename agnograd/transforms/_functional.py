@@ -161,11 +161,12 @@ def jvp(
     gives it), and ``Re(sum(conj(grad) * v))`` for a real output, ``grad`` being the
     gradient that :func:`jacobian` and ``backward()`` give.
 
-    Cost: one forward and two backward passes, as in torch. agnograd has no
-    forward mode; the double-backward trick computes ``g(u) = J^T u`` with its graph
-    recorded (the first pass, at the cost of double backprop), then differentiates
-    ``g`` with respect to ``u`` along ``v`` (the second). Every operation ``func``
-    uses must therefore be twice differentiable in agnograd.
+    Cost: one forward pass in forward mode (the tangents travel with the values;
+    no backward runs). With ``strict``, which must find an input that no output
+    depends on (one pass along ``v`` cannot tell), and under :func:`agnograd.jit`,
+    the double-backward trick, as torch: ``g(u) = J^T u`` recorded with its graph,
+    then differentiated with respect to ``u`` along ``v`` (one forward and two
+    backward passes; every operation must then be twice differentiable).
 
     Examples
     --------
@@ -339,11 +340,12 @@ def hvp(
 
     Notes
     -----
-    Cost: one forward pass and three backward passes, the first two recorded with
-    double backprop: the gradient ``g``, then the double-backward trick on ``g``
-    (as torch); one more for a complex output of real inputs. Prefer :func:`vhp`
-    (two passes) when ``func`` is twice continuously differentiable: the Hessian is
-    then symmetric and both give the same result.
+    Cost: forward over reverse, the jvp of the gradient: one forward pass and one
+    recorded backward pass (the gradient), the tangents travelling with both; two
+    for a complex output of real inputs. With ``strict`` and under
+    :func:`agnograd.jit`, the double-backward trick on the gradient, as torch (three
+    backward passes). :func:`vhp` equals it when ``func`` is twice continuously
+    differentiable.
 
     ``H`` is :func:`hessian`'s (:func:`jvp` of the gradient in :func:`jacobian`'s
     convention). For a real output of complex inputs, which :func:`hessian`

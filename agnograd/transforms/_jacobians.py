@@ -61,7 +61,7 @@ def jacobian(
         vmap), so the result and the cost are those of ``vectorize=False``.
     strategy : {"reverse-mode", "forward-mode"}
         Build the Jacobian by rows (one backward pass per output element) or by
-        columns (one per input element, through the double-backward trick).
+        columns (one forward-mode jvp per input element).
 
     Returns
     -------
@@ -95,12 +95,14 @@ def jacobian(
     - ``"reverse-mode"``: one backward pass per element of each output that
       depends on the inputs (none for an output that does not), two for a complex
       output that reaches a real input;
-    - ``"forward-mode"``: one pass recorded with double backprop, then one pass per
-      element of each input, two for a complex input that reaches a real output.
-      It pays off when the inputs have fewer elements than the outputs. Unlike
-      torch, it needs no ``vectorize=True`` and works with ``strict`` and
-      ``create_graph``; its blocks have the outputs' dtype, as torch's (complex
-      where the input is).
+    - ``"forward-mode"``: one jvp (forward mode, no backward pass) per element of
+      each input, two for a complex input that reaches a real output. It pays off
+      when the inputs have fewer elements than the outputs. With ``strict`` (which
+      must find an input that no output depends on) and under
+      :func:`agnograd.jit`, the double-backward trick instead: one pass recorded
+      with double backprop, then one pass per input element. Unlike torch, it needs
+      no ``vectorize=True`` and works with ``strict`` and ``create_graph``; its
+      blocks have the outputs' dtype, as torch's (complex where the input is).
 
     Examples
     --------
