@@ -10,6 +10,8 @@ differences); and a function hook counts that no backward runs during a jvp.
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 
 import numpy as np
@@ -147,6 +149,13 @@ def test_jvp_is_jacobian_times_tangent(name: str, backend: str, data: Any) -> No
         np.testing.assert_allclose(to_numpy(g), e, **tolerance)
     for y, ref in zip(leaves(output), leaves(f(*primals)), strict=True):
         np.testing.assert_array_equal(to_numpy(y), to_numpy(ref))
+    # Without the hook, the fast paths push the tangents (Level.push1, push2): the
+    # same bits as the general path that the hook took.
+    fast_output, fast_tangent = jvp(f, tuple(primals), tuple(tangents))
+    for fast, general in zip(
+        leaves(fast_output) + leaves(fast_tangent), leaves(output) + got, strict=True
+    ):
+        np.testing.assert_array_equal(to_numpy(fast), to_numpy(general))
 
 
 # -- complex: holomorphic rows, against central differences ----------------------------
@@ -485,9 +494,19 @@ def test_reverse_over_forward() -> None:
     np.testing.assert_allclose(x.grad, d2 * v)
 
 
-def test_level_table_forgets_dead_variables() -> None:
-    level = _forward._Level(None)
+def test_tangents_die_with_their_variables_and_stay_at_their_level() -> None:
+    outer = _forward._Level(None)
+    inner = _forward._Level(outer)
     a = Variable(np.ones(2))
-    level.set(a, np.zeros(2))
-    del a
-    assert level.tangents == {}
+    t_outer, t_inner = np.zeros(2), np.full(2, 2.0)
+    outer.set(a, t_outer)
+    inner.set(a, t_inner)
+    inner.set(a, t_inner + 1)  # set again: replaces, the chain does not grow
+    assert outer.tangent(a) is t_outer
+    assert inner.tangent(a)[0] == 3.0
+    assert _forward._Level(None).tangent(a) is None
+    assert a._node._tangent[2][2] is None
+    gone = weakref.ref(t_outer)
+    del a, t_outer
+    gc.collect()
+    assert gone() is None

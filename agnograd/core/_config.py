@@ -35,6 +35,25 @@ MODE: contextvars.ContextVar[tuple[bool, bool, Mapping[str, Any]]] = contextvars
 )
 
 
+#: The name under which forward mode's innermost level sits among the function hooks
+#: while a jvp runs (see ``FunctionNode.apply``).
+FORWARD_MODE: Final = "agnograd.jvp"
+
+
+class LevelHooks(dict[str, Any]):
+    """The function hooks while a jvp runs with no other hook and no jvp outside it:
+    its level alone, under :data:`FORWARD_MODE`, also as ``.level``. The fast paths
+    (agnograd.core._fast) know it by its class, and hand their results to the level's
+    ``push1`` and ``push2`` (agnograd.transforms._forward) instead of taking the
+    general path."""
+
+    __slots__ = ("level",)
+
+    def __init__(self, level: Any) -> None:
+        super().__init__({FORWARD_MODE: level})
+        self.level = level
+
+
 def _mode_with(name: str, value: Any) -> tuple[bool, bool, Mapping[str, Any]]:
     """This thread's MODE with the entry ``name`` set to ``value``."""
     mode: list[Any] = list(MODE.get())

@@ -31,7 +31,7 @@ from agnograd.backends._backend import (
     scalar_operands,
 )
 from agnograd.core import _link
-from agnograd.core._config import MODE
+from agnograd.core._config import MODE, LevelHooks
 from agnograd.core._function import FunctionNode
 from agnograd.core._function_checks import _forward_failed, _output_tuple
 from agnograd.core._variable import Variable, _new_variable
@@ -58,7 +58,15 @@ if x.__class__ is Variable and not _graph_writes and enabled{ready}:
     backprop, auto_forward, hooks = MODE.get()
     data = x._data
     xp = _namespaces.get(data.__class__)
-    if auto_forward and not hooks and xp is not None:
+    if (
+        auto_forward
+        and xp is not None
+        and (
+            not hooks
+            or hooks.__class__ is LevelHooks{differentiable}
+            and not (backprop and x._node.requires_grad)
+        )
+    ):
         {before}
         try:
             y = {compute}
@@ -67,6 +75,9 @@ if x.__class__ is Variable and not _graph_writes and enabled{ready}:
             raise
         if y.__class__ is not data.__class__:
             _output_tuple({make}, (y,))  # a NumPy scalar passes; no array is refused
+        if hooks:  # a jvp's level, alone: it links no graph, and pushes the tangent
+            {made}
+            return hooks.level.push1(func, x, y)
         node = x._node
         if backprop and node.requires_grad{differentiable}:
             {made}
@@ -92,7 +103,16 @@ if (
     a1 = x1._data
     a2 = x2._data
     xp = _namespaces.get(a1.__class__)
-    if auto_forward and not hooks and xp is not None and _namespaces.get(a2.__class__) is xp:
+    if (
+        auto_forward
+        and xp is not None
+        and _namespaces.get(a2.__class__) is xp
+        and (
+            not hooks
+            or hooks.__class__ is LevelHooks{differentiable}
+            and not (backprop and (x1._node.requires_grad or x2._node.requires_grad))
+        )
+    ):
         {before}
         try:
             y = {compute}
@@ -101,6 +121,9 @@ if (
             raise
         if y.__class__ is not a1.__class__:
             _output_tuple({make}, (y,))
+        if hooks:  # a jvp's level, alone: see _ONE
+            {made}
+            return hooks.level.push2(func, x1, x2, y)
         n1 = x1._node
         n2 = x2._node
         if backprop and (n1.requires_grad or n2.requires_grad){differentiable}:
@@ -129,6 +152,7 @@ if cache is not False and value.__class__ in _NUMBERS:
 
 # What the bodies read besides their arguments and the names given to _render.
 _NAMES: dict[str, Any] = {
+    "LevelHooks": LevelHooks,
     "MODE": MODE,
     "SCALARS": SCALARS,
     "Variable": Variable,

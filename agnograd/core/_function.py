@@ -11,7 +11,7 @@ from typing import Any
 from agnograd.backends._backend import Array, _namespaces
 from agnograd.core import _debug, _extension, _graph, _versions
 from agnograd.core import _type_check as type_check
-from agnograd.core._config import HOOKS, MODE
+from agnograd.core._config import FORWARD_MODE, HOOKS, MODE
 from agnograd.core._function_checks import (
     _forward_failed,
     _freed_message,
@@ -37,10 +37,6 @@ from agnograd.core._variable import Variable, _new_variable
 from agnograd.core._variable_node import VariableNode
 
 _weakref = weakref.ref
-
-#: The name under which forward mode's innermost level sits among the function hooks
-#: while a jvp runs (see ``FunctionNode.apply``).
-FORWARD_MODE = "agnograd.jvp"
 
 
 class FunctionNode:

@@ -37,11 +37,14 @@ class VariableNode(weakref.ref["Variable"]):
     # fewer for every operation to make, and for the garbage collector to walk).
     # ``_link`` replaces that reference where an in-place operation gives the node
     # another Variable: read the Variable through :attr:`_variable` (or get_variable).
+    # ``_tangent``, unset but inside a jvp, holds forward mode's tangents of the
+    # Variable (agnograd.transforms._forward).
     __slots__ = (
         "__weakref__",
         "_consumers",
         "_data",
         "_link",
+        "_tangent",
         "creator_node",
         "dtype",
         "moved",
@@ -93,6 +96,7 @@ class VariableNode(weakref.ref["Variable"]):
         # reference cannot be pickled, and neither can a node.
         state = {name: getattr(self, name) for name in self.__slots__ if hasattr(self, name)}
         del state["__weakref__"]
+        state.pop("_tangent", None)  # a copy is not the primal that a jvp differentiates
         var = self._variable()
         return _node_of, (weakref.ref(_GONE if var is None else var),), (None, state)
 

@@ -76,6 +76,9 @@ class Add(Operator):
     symbol = "+"
 
     def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        t1, t2 = tangents
+        if t1 is not None and t2 is not None:
+            return (t1 + t2,)  # the common case at once: broadcast as the inputs were
         return (sum_of_tangents(xp, tangents, outputs[0]),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -134,6 +137,9 @@ class Sub(Operator):
     symbol = "-"
 
     def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+        t1, t2 = tangents
+        if t1 is not None and t2 is not None:
+            return (t1 - t2,)  # as Add's
         return (sum_of_tangents(xp, tangents, outputs[0], (1,)),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -33,23 +33,20 @@ backward does under ``enable_double_backprop``, and the outer level sees them.
 from __future__ import annotations
 
 import copy
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from agnograd.backends._backend import dtype_name, is_array, raw_namespace
-from agnograd.core._config import MODE, force_backprop_mode
+from agnograd.core._config import FORWARD_MODE, MODE, LevelHooks, force_backprop_mode
 from agnograd.core._engine import grad as _grad
-from agnograd.core._function import FORWARD_MODE, FunctionNode
+from agnograd.core._function import FunctionNode
 from agnograd.core._hooks import FunctionHook
-from agnograd.core._variable import Variable
+from agnograd.core._variable import Variable, _new_variable
 from agnograd.functions import _misc
 from agnograd.functions._core import Binary, Unary, conjugate, is_complex
 from agnograd.functions._namespace import namespace_of
 from agnograd.transforms._arguments import split_aux
 from agnograd.transforms._transforms import _tree_arrays, _tree_leaves, _tree_unflatten
-
-_ref = weakref.ref
 
 #: A tangent rule: ``rule(level, func, inputs, outputs, tangents, xp)`` gives one
 #: tangent per output (None for a zero), of arrays or Variables as the inputs are.
@@ -57,19 +54,21 @@ TangentRule = Callable[..., Sequence[Any]]
 
 
 class _Level(FunctionHook):
-    """One running jvp: the tangents of its Variables, and what runs each node.
+    """One running jvp: what runs each node, and sets the tangents of its outputs.
 
-    A function hook, so that its place among the hooks turns the fast paths off, and
-    so that a backward run inside the jvp (forward over reverse) calls its (empty)
-    callbacks as it does any hook's.
+    A function hook, so that its place among the hooks turns the fast paths off (but
+    for :meth:`push1` and :meth:`push2`), and so that a backward run inside the jvp
+    (forward over reverse) calls its (empty) callbacks as it does any hook's.
+
+    A Variable's tangents live on its graph node (which a reverse graph may give
+    Variables anew: double backprop's retained inputs), in the slot ``_tangent``: a
+    chain of ``(level, tangent, next)``, innermost level first, dropped with the node.
     """
 
     name = FORWARD_MODE
 
     def __init__(self, outer: _Level | None) -> None:
         self.outer = outer
-        # id(a Variable's node) -> (weak reference to the node, the tangent)
-        self.tangents: dict[int, tuple[Any, Any]] = {}
         self._inside: Any = None
         self._outside: Any = None
 
@@ -77,22 +76,25 @@ class _Level(FunctionHook):
         """The tangent of ``x`` at this level, or None (a zero)."""
         if not isinstance(x, Variable):
             return None
-        node = x._node
-        entry = self.tangents.get(id(node))
-        if entry is None or entry[0]() is not node:
-            return None
-        return entry[1]
+        entry = getattr(x._node, "_tangent", None)
+        while entry is not None:
+            if entry[0] is self:
+                return entry[1]
+            entry = entry[2]
+        return None
 
     def set(self, x: Variable, t: Any) -> None:
-        tangents = self.tangents
         node = x._node
-        key = id(node)
+        entry = getattr(node, "_tangent", None)
+        if entry is not None and entry[0] is self:
+            entry = entry[2]
+        node._tangent = (self, t, entry)
 
-        # Dropped with the node: a tangent lives as long as its primal.
-        def drop(_: Any, key: int = key) -> None:
-            tangents.pop(key, None)
-
-        tangents[key] = (_ref(node, drop), t)
+    def hooks(self, others: Any) -> Any:
+        """The function hooks ``others`` with this level among them."""
+        if not others and self.outer is None:
+            return LevelHooks(self)
+        return {**others, FORWARD_MODE: self}
 
     def outside(self, hooks: Any) -> Any:
         """``hooks`` with this level replaced by the one outside it (if any)."""
@@ -100,27 +102,71 @@ class _Level(FunctionHook):
             return self._outside
         outside = {k: v for k, v in hooks.items() if k != FORWARD_MODE}
         if self.outer is not None:
-            outside[FORWARD_MODE] = self.outer
+            outside = self.outer.hooks(outside)
         self._inside, self._outside = hooks, outside
         return outside
+
+    def push1(self, func: FunctionNode, x: Variable, y: Any) -> Variable:
+        """The output of ``func`` applied to ``x``, whose array the fast path computed
+        (``y``), with its tangent: no graph to link, no other hook or level."""
+        out = _new_variable(y, False, None, 0)
+        entry = getattr(x._node, "_tangent", None)
+        if entry is None:
+            return out  # a constant
+        t = entry[1] if entry[0] is self else self.tangent(x)
+        if t is None:
+            return out
+        data = x._data
+        if t.__class__ is not data.__class__:
+            return self.apply(func, (x,))[0]  # a Variable: maybe watched, the general way
+        cls = func.__class__
+        rule = _raw1s.get(cls) or _raw1(cls)
+        y = out._data
+        ty = rule(func, func.xp, data, y, t)
+        if ty is not None:
+            if ty.__class__ is not y.__class__:
+                ty = func.xp.asarray(ty)  # NumPy gives a scalar for a 0-d result
+            out._node._tangent = (self, ty, None)
+        return out
+
+    def push2(self, func: FunctionNode, x1: Variable, x2: Variable, y: Any) -> Variable:
+        """As :meth:`push1`, for ``func`` applied to ``x1`` and ``x2``."""
+        out = _new_variable(y, False, None, 0)
+        e1 = getattr(x1._node, "_tangent", None)
+        e2 = getattr(x2._node, "_tangent", None)
+        t1 = None if e1 is None else e1[1] if e1[0] is self else self.tangent(x1)
+        t2 = None if e2 is None else e2[1] if e2[0] is self else self.tangent(x2)
+        if t1 is None and t2 is None:
+            return out
+        a1, a2 = x1._data, x2._data
+        if (t1 is not None and t1.__class__ is not a1.__class__) or (
+            t2 is not None and t2.__class__ is not a2.__class__
+        ):
+            return self.apply(func, (x1, x2))[0]  # see push1
+        cls = func.__class__
+        rule = _raw2s.get(cls) or _raw2(cls)
+        y = out._data
+        ty = rule(func, func.xp, a1, a2, y, t1, t2)
+        if ty is not None:
+            if ty.__class__ is not y.__class__:
+                ty = func.xp.asarray(ty)
+            out._node._tangent = (self, ty, None)
+        return out
 
     def apply(self, func: FunctionNode, inputs: Sequence[Any]) -> tuple[Variable, ...]:
         """``func.apply(inputs)``, run outside this level, with the tangents of its
         outputs set from those of its inputs (``FunctionNode.apply`` calls this)."""
-        tangents = self.tangents
         ts: list[Any] | None = None
         requires_grad = False
         for i, x in enumerate(inputs):
             if not isinstance(x, Variable):
                 continue
-            node = x._node
-            if node.requires_grad:
+            if x._node.requires_grad:
                 requires_grad = True
-            entry = tangents.get(id(node))
-            if entry is not None and entry[0]() is node:
+            t = self.tangent(x)
+            if t is not None:
                 if ts is None:
                     ts = [None] * len(inputs)
-                t = entry[1]
                 ts[i] = t
                 if t.__class__ is not x._data.__class__ and _requires_grad(t):
                     requires_grad = True
@@ -304,6 +350,61 @@ def _fresh(func: Any) -> Any:
     return node
 
 
+def _unary1(func: Any, xp: Any, x: Any, y: Any, t: Any) -> Any:
+    if x.dtype is _real_dtype.get(x.__class__):  # as _unary, without the tuples
+        return func.rule(xp, x, y, t)
+    return _unary(func, (x,), (y,), (t,), xp, False)[0]
+
+
+def _linear1(func: Any, xp: Any, x: Any, y: Any, t: Any) -> Any:
+    return func._forward1(xp, t)
+
+
+def _formula1(func: Any, xp: Any, x: Any, y: Any, t: Any) -> Any:
+    return func._jvp(xp, (x,), (y,), (t,))[0]
+
+
+def _bilinear2(func: Any, xp: Any, x1: Any, x2: Any, y: Any, t1: Any, t2: Any) -> Any:
+    if t1 is None:
+        return func._forward2(xp, x1, t2)
+    first = func._forward2(xp, t1, x2)
+    return first if t2 is None else first + func._forward2(xp, x1, t2)
+
+
+def _formula2(func: Any, xp: Any, x1: Any, x2: Any, y: Any, t1: Any, t2: Any) -> Any:
+    return func._jvp(xp, (x1, x2), (y,), (t1, t2))[0]
+
+
+# The tangent rules of node classes of one input (two), on raw arrays with nothing
+# watching (Level.push1 and push2): ``rule(func, xp, x, y, t)`` (``rule(func, xp,
+# x1, x2, y, t1, t2)``) gives the tangent of ``y``. Made once per class by _raw1 and
+# _raw2: a rule of their own for the common kinds, else the general rule.
+_raw1s: dict[type, Callable[..., Any]] = {}
+_raw2s: dict[type, Callable[..., Any]] = {}
+
+
+def _raw1(cls: type) -> Callable[..., Any]:
+    general = _rule_of(cls)
+
+    def rule(func: Any, xp: Any, x: Any, y: Any, t: Any) -> Any:
+        return general(func, (x,), (y,), (t,), xp, False)[0]
+
+    own = {_unary: _unary1, _linear: _linear1, _formula: _formula1}
+    _raw1s[cls] = rule = own.get(general, rule)
+    return rule
+
+
+def _raw2(cls: type) -> Callable[..., Any]:
+    general = _rule_of(cls)
+
+    def rule(func: Any, xp: Any, x1: Any, x2: Any, y: Any, t1: Any, t2: Any) -> Any:
+        return general(func, (x1, x2), (y,), (t1, t2), xp, False)[0]
+
+    own = {_bilinear: _bilinear2, _formula: _formula2}
+    _raw2s[cls] = rule = own.get(general, rule)
+    return rule
+
+
 # The rules that apply the node again (to the tangents): a pristine copy is kept for
 # them where the tangents are watched.
 _REAPPLIED = (_linear, _bilinear)
@@ -421,7 +522,7 @@ def _jvp(
     ]
     for arg, t in zip(args, t_leaves, strict=True):
         level.set(arg, _tangent_like(arg, t, op))
-    token = MODE.set((backprop, auto_forward, {**hooks, FORWARD_MODE: level}))
+    token = MODE.set((backprop, auto_forward, level.hooks(hooks)))
     try:
         result = func(*_tree_unflatten(primals, iter(args)))
     finally:
