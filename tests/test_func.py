@@ -366,6 +366,12 @@ def test_grad_of_grad_and_jacrev_of_grad_are_the_hessian(
     np.testing.assert_allclose(np.reshape(np.asarray(hv), n), flat @ np.reshape(np.asarray(v), n))
     _, jvp_fn = linearize(grad(smooth), x)
     same(jvp_fn(v), hv, np.asarray)
+    # The value beside the gradient, and its derivative grad f . v, raw arrays too.
+    (value, g2), (tv, hv2) = jvp(value_and_grad(smooth), (x,), (v,))
+    assert type(value) is type(tv) is type(g2) is type(hv2) is type(x)
+    same(g2, g, np.asarray)
+    same(hv2, hv, np.asarray)
+    np.testing.assert_allclose(float(np.asarray(tv)), float(np.sum(np.asarray(g) * np.asarray(v))))
     # Reverse over forward: the gradient of the directional derivative grad f . v.
     dot = grad(lambda a: jvp(smooth, (a,), (v,))[1])(x)
     np.testing.assert_allclose(np.reshape(np.asarray(dot), n), flat @ np.reshape(np.asarray(v), n))
@@ -433,6 +439,137 @@ def _leaves(tree: Any) -> list[Any]:
     if isinstance(tree, dict):
         return [leaf for t in tree.values() for leaf in _leaves(t)]
     return [tree]
+
+
+# --- inside a jvp of raw arrays: raw arrays out, at every depth ------------------------
+
+
+def vector(a: Any) -> Any:
+    xp = agnograd.namespace(a)
+    return xp.sin(a) * a
+
+
+def smooth_aux(a: Any) -> Any:
+    return smooth(a), {"cos": agnograd.namespace(a).cos(a)}
+
+
+def vector_aux(a: Any) -> Any:
+    return vector(a), {"cos": agnograd.namespace(a).cos(a)}
+
+
+def _pulled(f: Callable[..., Any], a: Any, has_aux: bool = False) -> Any:
+    out, vjp_fn, *aux = vjp(f, a, has_aux=has_aux)
+    return (out, vjp_fn(agnograd.namespace(a).cos(out[0] if has_aux else out)), *aux)
+
+
+def _pulled_aux(a: Any) -> Any:
+    out, vjp_fn, aux = vjp(vector_aux, a, has_aux=True)
+    return out, vjp_fn(out), aux
+
+
+def _pushed(a: Any) -> Any:
+    out, jvp_fn = linearize(vector, a)
+    return out, jvp_fn(agnograd.namespace(a).cos(a))
+
+
+#: Each transform of agnograd.func, with and without has_aux, as a function of one
+#: array: what a jvp differentiates.
+COMPOSED: dict[str, Callable[[Any], Any]] = {
+    "grad": lambda a: grad(smooth)(a),
+    "grad has_aux": lambda a: grad(smooth_aux, has_aux=True)(a),
+    "grad_and_value": lambda a: grad_and_value(smooth)(a),
+    "grad_and_value has_aux": lambda a: grad_and_value(smooth_aux, has_aux=True)(a),
+    "value_and_grad": lambda a: value_and_grad(smooth)(a),
+    "value_and_grad has_aux": lambda a: value_and_grad(smooth_aux, has_aux=True)(a),
+    "vjp": lambda a: _pulled(vector, a),
+    "vjp has_aux": _pulled_aux,
+    "jvp": lambda a: jvp(vector, (a,), (a * a,)),
+    "jvp has_aux": lambda a: jvp(vector_aux, (a,), (a * a,), has_aux=True),
+    "jacrev": lambda a: jacrev(vector)(a),
+    "jacrev has_aux": lambda a: jacrev(vector_aux, has_aux=True)(a),
+    "jacfwd": lambda a: jacfwd(vector)(a),
+    "jacfwd has_aux": lambda a: jacfwd(vector_aux, has_aux=True)(a),
+    "linearize": _pushed,
+    "hessian": lambda a: hessian(smooth)(a),
+    "hessian has_aux": lambda a: hessian(smooth_aux, has_aux=True)(a),
+}
+
+
+def _central(f: Callable[[Any], Any], x: Any, v: Any) -> list[np.ndarray]:
+    """The derivative of each leaf of ``f`` at ``x`` along ``v``, by central differences."""
+    h = 1e-6
+    plus, minus = _leaves(f(x + h * v)), _leaves(f(x - h * v))
+    return [(np.asarray(p) - np.asarray(m)) / (2 * h) for p, m in zip(plus, minus, strict=True)]
+
+
+def _raw_like(got: Any, want: Any) -> None:
+    """Nested as ``want``, each leaf an array of ``want``'s leaves' type (no Variable)."""
+    if isinstance(want, tuple | list | dict):
+        assert type(got) is type(want)
+        assert len(got) == len(want)
+        for k in range(len(want)) if isinstance(want, tuple | list) else want:
+            _raw_like(got[k], want[k])
+    else:
+        assert type(got) is type(want)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("case", list(COMPOSED))
+def test_transforms_inside_jvps_of_raw_arrays_give_raw_arrays(case: str, name: str) -> None:
+    """Inside a jvp of raw arrays a transform's results (values, aux, gradients) carry
+    their tangents as the jvp's arguments do; the jvp gives raw arrays of the inputs'
+    library back, as the transform does outside a jvp, and so does a jvp of a jvp."""
+    f, to = COMPOSED[case], _to(name)
+    rng = np.random.default_rng(5)
+    x, u, v = (to(rng.uniform(-1.0, 1.0, 3)) for _ in range(3))
+    plain = f(x)
+    out, t = jvp(f, (x,), (v,))
+    _raw_like(out, plain)
+    _raw_like(t, plain)
+    for got, want in zip(_leaves(out), _leaves(plain), strict=True):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-13, atol=1e-15)
+    for got, want in zip(_leaves(t), _central(f, x, v), strict=True):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=1e-7)
+    # Forward over forward over the transform: the inner jvp's results, and their
+    # derivatives along v.
+    along_u = lambda a: jvp(f, (a,), (u,))  # noqa: E731
+    out2, t2 = jvp(along_u, (x,), (v,))
+    _raw_like(out2, (plain, plain))
+    _raw_like(t2, (plain, plain))
+    for got, want in zip(_leaves(out2), _leaves(along_u(x)), strict=True):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-13, atol=1e-15)
+    for got, want in zip(_leaves(t2), _central(along_u, x, v), strict=True):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_reverse_over_a_jvp_of_a_transform_reaches_what_requires_a_gradient(name: str) -> None:
+    """A transform inside a jvp of raw arrays keeps its results connected to a
+    Variable from outside that requires a gradient: one its function captures, and
+    the jvp's tangent."""
+    to = _to(name)
+    x, v, w = to(np.array([0.3, 1.2])), to(np.array([1.0, 0.5])), to(np.array([2.0, -1.0]))
+
+    def through_captured(c: Any) -> Any:
+        def f(a: Any) -> Any:
+            return F.sum(F.sin(a) * c)
+
+        _, (g, value) = jvp(grad_and_value(f), (x,), (v,))
+        return F.sum(g) + value
+
+    # d/dc of sum(-sin(x) c v) + sum(cos(x) c v)
+    want = (np.cos(np.asarray(x)) - np.sin(np.asarray(x))) * np.asarray(v)
+    got = grad(through_captured)(w)
+    assert type(got) is type(w)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-14)
+
+    def through_tangent(t: Any) -> Any:
+        return F.sum(jvp(grad(smooth), (x,), (t,))[1] * w)
+
+    # H w, H the (diagonal) Hessian of sum(sin(x) x^2)
+    a = np.asarray(x)
+    h = 2 * np.sin(a) + 4 * a * np.cos(a) - a * a * np.sin(a)
+    np.testing.assert_allclose(np.asarray(grad(through_tangent)(v)), h * np.asarray(w), rtol=1e-14)
 
 
 # --- errors ---------------------------------------------------------------------------

@@ -12,7 +12,7 @@ that structure (the cotangents of ``vjp``).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agnograd.backends._backend import is_array, owned
@@ -20,7 +20,7 @@ from agnograd.core._config import MODE
 from agnograd.core._function import FORWARD_MODE
 from agnograd.core._variable import Variable
 from agnograd.functions import identity
-from agnograd.transforms._constants import constants, devices_of
+from agnograd.transforms._constants import _map, constants, devices_of
 from agnograd.transforms._symbolic import is_symbolic
 from agnograd.transforms._transforms import _leaf, _tree_leaves, _tree_unflatten
 
@@ -55,21 +55,48 @@ class Differentiated:
     positions: list[int]  #: the differentiated positions, each once
     requested: list[int]  #: the positions as ``argnums`` names them
     single: bool  #: ``argnums`` was an int
-    #: the one jvp running, where the arguments are nested only by its tangents
-    carrier: Any = None
+    #: the jvps running (innermost first), where the arguments are nested only by
+    #: their tangents
+    carriers: tuple[Any, ...] = ()
+    #: the graph nodes known to reach no root that requires a gradient but the leaves
+    clean: set[Any] = field(default_factory=set)
 
-    def given(self, results: Sequence[Any]) -> Sequence[Any]:
-        """``results`` as the caller gets them: under a jvp that alone nests the
-        arguments, Variables that require no gradient, with raw tangents."""
-        if self.carrier is None:
-            return results
-        return [_reseated(r, self.carrier) for r in results]
+    def given(self, results: Any, levels: Sequence[Any] | None = None) -> Any:
+        """``results`` (a tuple, list or dict nesting them) as the caller gets them:
+        under jvps that alone nest the arguments (``carriers``, or the ``levels``
+        given), each Variable that depends on nothing requiring a gradient but the
+        fresh leaves is given back as the jvps' arguments are, a Variable that
+        requires no gradient with raw tangents (so that a jvp of raw arrays returns
+        raw arrays); one connected to a Variable from outside that requires a
+        gradient (captured by the function, or a tangent) stays connected."""
+        if levels is None:
+            if not self.carriers:
+                return results
+            levels = self.carriers
+        private = {x._node for x in self.xs}
+        return _map(results, lambda r, _: self._reseated(r, levels, private), "")
+
+    def _reseated(self, result: Any, levels: Sequence[Any], private: set[Any]) -> Any:
+        """``result`` as a Variable that requires no gradient, with its tangent at each
+        of ``levels`` reseated at the levels outside that one (a raw array outside
+        all): what the levels give an operation of raw arrays. As it is where it
+        depends on a Variable from outside that requires a gradient."""
+        if not isinstance(result, Variable) or _reaches_outside(result, private, self.clean):
+            return result
+        if not levels:
+            return result.array
+        new = Variable(result.array, requires_grad=False)
+        for i, level in enumerate(levels):
+            t = level.tangent(result)
+            if t is not None:
+                level.set(new, self._reseated(t, levels[i + 1 :], private))
+        return new
 
     def nest(self, flat: Sequence[Any]) -> Any:
-        """One result per leaf, in the nesting of the argument it belongs to; a tuple
-        over ``argnums`` unless it was an int. A position named twice gets the same
-        results twice (as JAX)."""
-        it: Iterator[Any] = iter(self.given(flat))
+        """One result per leaf (as :meth:`given` gives them), in the nesting of the
+        argument it belongs to; a tuple over ``argnums`` unless it was an int. A
+        position named twice gets the same results twice (as JAX)."""
+        it: Iterator[Any] = iter(flat)
         by_position = {p: _tree_unflatten(self.original[p], it) for p in self.positions}
         trees = tuple(by_position[p] for p in self.requested)
         return trees[0] if self.single else trees
@@ -98,7 +125,7 @@ def differentiate(
     positions = list(dict.fromkeys(requested))
     leaves = [_tree_leaves(args[p], label.format(p), op) for p in positions]
     symbolic = is_symbolic(x for tree in leaves for x in tree)  # under agnograd.jit
-    levels = _forward_levels()
+    levels = forward_levels()
     nested = symbolic or any(
         isinstance(x, Variable) and x.requires_grad for tree in leaves for x in tree
     )
@@ -144,23 +171,32 @@ def differentiate(
         positions,
         requested,
         isinstance(argnums, int),
-        # Results connected to the fresh leaves alone are given back as the jvp's
+        # Results connected to the fresh leaves alone are given back as the jvps'
         # arguments are (Variables that require no gradient, raw tangents), so that a
-        # jvp of raw arrays returns raw arrays; under two jvps they stay connected.
-        levels[0] if carried and not nested and len(levels) == 1 else None,
+        # jvp of raw arrays returns raw arrays.
+        tuple(levels) if carried and not nested else (),
     )
 
 
-def _reseated(result: Any, level: Any) -> Any:
-    """``result`` as a Variable that requires no gradient, with its tangent at
-    ``level`` as a raw array: what ``level`` gives an operation of raw arrays."""
-    if not isinstance(result, Variable):
-        return result
-    new = Variable(result.array, requires_grad=False)
-    t = level.tangent(result)
-    if t is not None:
-        level.set(new, t.array if isinstance(t, Variable) else t)
-    return new
+def _reaches_outside(x: Variable, private: set[Any], clean: set[Any]) -> bool:
+    """Whether ``x``'s graph reaches a Variable that requires a gradient and is none
+    of the ``private`` leaves (their nodes), whose gradient the caller may ask for.
+    ``clean`` holds the nodes known to reach none, and gains those walked here."""
+    stack = [x._node]
+    seen: set[Any] = set()
+    while stack:
+        node = stack.pop()
+        if not node.requires_grad or node in seen or node in clean:
+            continue
+        seen.add(node)
+        creator = node.creator_node
+        if creator is None:
+            if node not in private:
+                return True
+        elif creator.inputs:
+            stack.extend(creator.inputs)
+    clean |= seen
+    return False
 
 
 def _variables(tree: Any) -> Iterator[Variable]:
@@ -175,7 +211,7 @@ def _variables(tree: Any) -> Iterator[Variable]:
             yield from _variables(t)
 
 
-def _forward_levels() -> list[Any]:
+def forward_levels() -> list[Any]:
     """The levels of the jvps running (``_forward._Level``), innermost first."""
     levels = []
     level = MODE.get()[2].get(FORWARD_MODE)

@@ -16,6 +16,7 @@ from agnograd.core._variable import Variable
 from agnograd.transforms._arguments import (
     argnums_tuple,
     differentiate,
+    forward_levels,
     leaves_like,
     output_leaves,
     own,
@@ -213,18 +214,29 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
     def vjp_fn(cotangents: Any) -> tuple[Any, ...]:
         """``vᵀJ`` for the cotangents ``v``, one entry per primal (see ``vjp``)."""
         places = leaves_like(cotangents, out_tree, op, "cotangents")
-        double = d.nested or any(isinstance(c, Variable) and c.requires_grad for _, c in places)
+        # Cotangents with tangents of a running jvp (a jvp of vjp_fn) are passed on as
+        # Variables, which the backward's operations carry the tangents of.
+        levels = forward_levels()
+        carried = [any(level.tangent(c) is not None for level in levels) for _, c in places]
+        double = (
+            d.nested
+            or any(carried)
+            or any(isinstance(c, Variable) and c.requires_grad for _, c in places)
+        )
         seeds = [
-            _validate_v(c, (y,), False, op, "outputs", double, name=where)[0]
-            for (where, c), y in zip(places, outputs, strict=True)
+            c if by_jvp else _validate_v(c, (y,), False, op, "outputs", double, name=where)[0]
+            for (where, c), y, by_jvp in zip(places, outputs, carried, strict=True)
         ]
         gxs = _grads(outputs, d.xs, seeds, double)
-        products = list(_fill_in_zeros(gxs, d.xs, False, double, op, ""))
-        return tuple(d.nest(own(products, double, d.symbolic)))
+        products = own(list(_fill_in_zeros(gxs, d.xs, False, double, op, "")), double, d.symbolic)
+        if d.carriers or (any(carried) and not d.nested):
+            # Under the jvps running now, given back as their arguments are.
+            products = d.given(products, levels)
+        return tuple(d.nest(products))
 
     if has_aux:
         aux = restore(aux, d.wrapped)
-        return output, vjp_fn, aux if d.nested else _tree_arrays(aux)
+        return output, vjp_fn, d.given(aux) if d.nested else _tree_arrays(aux)
     return output, vjp_fn
 
 
@@ -287,11 +299,11 @@ def _jacrev(
             out_tree, aux = split_aux(result, has_aux, op)
             outputs = output_leaves(out_tree, op)
             blocks = _jacobian_by_rows(tuple(outputs), tuple(d.xs), d.nested, False)
-        jacobian = _tree_unflatten(out_tree, iter(d.nest(list(row)) for row in blocks))
+        jacobian = _tree_unflatten(out_tree, iter(d.nest(d.given(list(row))) for row in blocks))
         if not has_aux:
             return jacobian
         aux = restore(aux, d.wrapped)
-        return jacobian, aux if d.nested else _tree_arrays(aux)
+        return jacobian, d.given(aux) if d.nested else _tree_arrays(aux)
 
     return jacrev_fun
 
@@ -485,11 +497,11 @@ def _jacfwd(
             [_assemble(cols, y, x, -1, d.nested) for cols, x in zip(row, d.xs, strict=True)]
             for row, y in zip(columns, outputs, strict=True)
         )
-        jacobian = _tree_unflatten(out_tree, iter(d.nest(row) for row in blocks))
+        jacobian = _tree_unflatten(out_tree, iter(d.nest(d.given(row)) for row in blocks))
         if not has_aux:
             return jacobian
         aux = restore(first[2], d.wrapped)
-        return jacobian, aux if d.nested else _tree_arrays(aux)
+        return jacobian, d.given(aux) if d.nested else _tree_arrays(aux)
 
     return jacfwd_fun
 

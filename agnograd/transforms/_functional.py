@@ -522,6 +522,6 @@ def value_and_grad_of(
         if has_aux:
             aux = restore(aux, d.wrapped)
             out_value = (out_value, aux if nested else _tree_arrays(aux))
-        return out_value, d.nest(grads)
+        return d.given(out_value), d.nest(d.given(grads))
 
     return value_and_grad_fun
