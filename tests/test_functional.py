@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from typing import Any
 
 import array_api_compat
@@ -508,6 +509,48 @@ def test_backward_passes_are_those_the_docstrings_state(monkeypatch: pytest.Monk
     assert count(lambda: hessian(e, r)) == 2 + 2 * 2
     assert count(lambda: hvp(e, r, r)) == 2  # the gradient's real and imaginary parts
     assert count(lambda: vhp(e, r, r)) == 4
+
+
+def _python_calls(call: Any) -> int:
+    """The Python functions ``call()`` calls, all depths: a measure of its cost in
+    the interpreter that no other process disturbs (after a first call, which fills
+    the caches)."""
+    call()
+    calls = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        calls += event == "call"
+
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+@pytest.mark.parametrize("lib", LIBS)
+@pytest.mark.parametrize("several", [False, True])
+def test_jvp_adds_its_checks_alone_to_forward_mode(lib: str, several: bool) -> None:
+    """``jvp`` (create_graph=False) is forward mode's jvp on the raw arrays, with its
+    checks of the inputs and tangents: a few calls per input beside those of
+    forward mode itself, and the same results bit for bit."""
+    from agnograd.transforms import _forward
+
+    x, y = to_lib(lib, [0.5, -1.0, 2.0]), to_lib(lib, [1.0, 2.0, 3.0])
+    if several:
+        f, inputs, v = (lambda a, b: (F.sin(a) * b, b)), (x, y), (y, x)
+    else:
+        f, inputs, v = F.sin, x, y
+    pair = inputs if several else (inputs,)
+    vs = v if several else (v,)
+    ours, want = jvp(f, inputs, v), _forward.jvp(f, pair, vs)
+    assert_tree_close(ours, want, lib, rtol=0, atol=0)
+    beside = _python_calls(lambda: jvp(f, inputs, v)) - _python_calls(
+        lambda: _forward.jvp(f, pair, vs)
+    )
+    assert beside <= 15 * (1 + len(pair))
 
 
 # -- complex numbers: one convention for every transform ---------------------------

@@ -13,6 +13,7 @@ from agnograd.core._variable import Variable
 from agnograd.transforms import _forward
 from agnograd.transforms._arguments import argnums_tuple, differentiate, own, split_aux
 from agnograd.transforms._constants import PASS_AS_ARGUMENT, WRAP, call, restore
+from agnograd.transforms._forward import _constant
 from agnograd.transforms._symbolic import building, recording, recording_for
 from agnograd.transforms._transforms import (
     Arrays,
@@ -20,6 +21,7 @@ from agnograd.transforms._transforms import (
     _check_value,
     _default_v,
     _derivative,
+    _differentiable,
     _fill_in_zeros,
     _finish,
     _grads,
@@ -181,32 +183,39 @@ def jvp(
     is_inputs_tuple, inputs = _as_tuple(inputs, "jvp", "inputs")
     if strict or building():
         return _jvp_by_double_backward(func, inputs, is_inputs_tuple, v, create_graph, strict)
-    xs = _prepare(inputs, is_inputs_tuple, "jvp", create_graph)
+    if create_graph or any(isinstance(x, Variable) and x.array is None for x in inputs):
+        xs = _prepare(inputs, is_inputs_tuple, "jvp", create_graph)
+        primals: tuple[Any, ...] = xs if create_graph else tuple(x.array for x in xs)
+    else:
+        # Raw primals (and tangents) where the results keep no graph: forward mode
+        # then computes on raw arrays, recording nothing. The leaves of _prepare
+        # would only be read for their arrays: their checks alone.
+        primals = tuple(
+            _differentiable(x, "jvp", f"inputs[{i}]" if is_inputs_tuple else "inputs")
+            for i, x in enumerate(inputs)
+        )
+        xs = primals
     if v is None:
-        vs = _default_v(xs, "jvp", "input")
+        refs = tuple(x if isinstance(x, Variable) else _constant(x) for x in xs)
+        vs = _default_v(refs, "jvp", "input")
     else:
         vs = _validate_v(v, xs, is_inputs_tuple, "jvp", "inputs", create_graph)
-    is_outputs_tuple: list[bool] = []
+    is_outputs_tuple = False
 
-    def outputs_of(*args: Variable) -> tuple[Variable, ...]:
-        is_tuple, outputs = _outputs(call("jvp", WRAP, func, *args), "jvp", False)
-        is_outputs_tuple.append(is_tuple)
-        return outputs
+    def outputs_of(*args: Variable) -> Any:
+        nonlocal is_outputs_tuple
+        result = call("jvp", WRAP, func, *args)
+        is_outputs_tuple, outputs = _outputs(result, "jvp", False)
+        return outputs if is_outputs_tuple else outputs[0]  # func's nesting, as a tuple
 
-    # Raw primals (and tangents) unless the results must keep a graph: then forward
-    # mode computes on raw arrays, recording nothing.
-    primals = xs if create_graph else tuple(x.array for x in xs)
     try:
-        outputs, tangents = _forward.jvp(outputs_of, primals, vs)
+        return _forward.jvp(outputs_of, primals, vs)  # type: ignore[no-any-return]
     except NotImplementedError:
         if not create_graph:
             raise
         # A node without a jvp that forward mode can run on a reverse graph (which
         # create_graph asks for): the double-backward trick needs its double backward.
         return _jvp_by_double_backward(func, inputs, is_inputs_tuple, v, create_graph, strict)
-    return _unpack(tuple(outputs), is_outputs_tuple[0]), _unpack(
-        tuple(tangents), is_outputs_tuple[0]
-    )
 
 
 def _jvp_by_double_backward(

@@ -55,19 +55,35 @@ def _leaf(x: Any, op: str, where: str, create_graph: bool) -> Variable:
             return symbolic_leaf(x, op, where, create_graph)
         if create_graph and x.requires_grad:
             return cast(Variable, identity(x))  # one input gives one Variable
+    return Variable(_differentiable(x, op, where), requires_grad=True)
+
+
+def _differentiable(x: Any, op: str, where: str) -> Any:
+    """The array of ``x`` (an array, or a Variable that has one), checked: one that
+    can be differentiated, a floating dtype of no torch graph."""
+    if isinstance(x, Variable):
         x = x.array
     if getattr(x, "requires_grad", False) is True:
         raise TypeError(
             f"{op}: {where} requires a gradient in torch's own autograd, whose graph "
             "agnograd cannot reach; pass tensor.detach()"
         )
-    if not raw_namespace(x).isdtype(x.dtype, ("real floating", "complex floating")):
+    dtype = x.dtype
+    known = _floating_dtype.get(x.__class__)
+    if known is not None and dtype == known:  # the common case, at once
+        return x
+    if not raw_namespace(x).isdtype(dtype, ("real floating", "complex floating")):
         raise TypeError(
-            f"{op}: {where} has dtype {dtype_name(x.dtype)}; only floating-point or "
+            f"{op}: {where} has dtype {dtype_name(dtype)}; only floating-point or "
             "complex inputs can be differentiated; cast it first, e.g. "
             "xp.astype(x, xp.float64)"
         )
-    return Variable(x, requires_grad=True)
+    _floating_dtype[x.__class__] = dtype
+    return x
+
+
+# The floating dtype met last, by class of array (a library's isdtype is slow).
+_floating_dtype: dict[type, Any] = {}
 
 
 def _prepare(
@@ -85,6 +101,8 @@ def _outputs(result: Any, op: str, strict: bool) -> tuple[bool, tuple[Variable, 
     is_tuple = isinstance(result, tuple)
     outputs = result if is_tuple else (result,)
     for i, out in enumerate(outputs):
+        if isinstance(out, Variable) and not strict:
+            continue
         where = f"output {i} of func" if is_tuple else "the output of func"
         if is_array(out):
             raise TypeError(
@@ -132,8 +150,8 @@ def _validate_v(
     name: str = "v",
 ) -> tuple[Any, ...]:
     """``v`` (named ``name``) as a tuple matching ``refs`` (func's inputs or outputs,
-    named ``what``) entry by entry in library and shape: arrays, or Variables that
-    keep their graph with ``create_graph``."""
+    named ``what``: Variables, or arrays) entry by entry in library and shape: arrays,
+    or Variables that keep their graph with ``create_graph``."""
     _, vs = _as_tuple(v, op, name)
     if len(vs) != len(refs):
         if refs_tuple:
@@ -144,6 +162,12 @@ def _validate_v(
         raise RuntimeError(f"{op}: {name} must be a single array, like the {what[:-1]}")
     checked = []
     for i, (vi, ref) in enumerate(zip(vs, refs, strict=True)):
+        ref_data = ref.array if isinstance(ref, Variable) else ref
+        if _alike(vi, ref_data):
+            checked.append(vi)
+            continue
+        if not isinstance(ref, Variable):
+            ref = Variable(ref, requires_grad=False)
         where = f"{name}[{i}]" if refs_tuple else name
         data = vi.array if isinstance(vi, Variable) else vi
         # Variables of a graph not run know their device (and so their library).
@@ -171,6 +195,15 @@ def _validate_v(
         keep = isinstance(vi, Variable) and (data is None or (create_graph and vi.requires_grad))
         checked.append(vi if keep else data)
     return tuple(checked)
+
+
+def _alike(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` are arrays of one class, shape and native device: what
+    :func:`_validate_v` checks, at once (it looks the library and device up)."""
+    if a.__class__ is not b.__class__ or a.__class__ is Variable or a.shape != b.shape:
+        return False
+    device = getattr(a, "device", None)
+    return device is not None and not callable(device) and device == getattr(b, "device", None)
 
 
 def _default_v(refs: tuple[Variable, ...], op: str, what: str) -> tuple[Any, ...]:
