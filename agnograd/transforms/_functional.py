@@ -209,7 +209,7 @@ def jvp(
         return outputs if is_outputs_tuple else outputs[0]  # func's nesting, as a tuple
 
     try:
-        return _forward.jvp(outputs_of, primals, vs)  # type: ignore[no-any-return]
+        return _forward.jvp(outputs_of, primals, vs)
     except NotImplementedError:
         if not create_graph:
             raise
