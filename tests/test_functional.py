@@ -365,6 +365,70 @@ def test_jacobian_of_jacobian_is_the_hessian(lib: str, strategy: str) -> None:
     assert_tree_close(ours, ref, lib)
 
 
+@pytest.mark.parametrize("lib", LIBS)
+def test_forward_mode_jacobian_records_no_reverse_graph_unless_asked(lib: str) -> None:
+    """The forward-mode Jacobian's jvps (and jacfwd's) run on arrays that require no
+    gradient (no reverse graph, rules on raw arrays) unless ``create_graph`` asks for
+    one."""
+    seen = []
+
+    def f(a: Any) -> Any:
+        y = F.tanh(a) * a
+        seen.append((a.requires_grad, y.requires_grad))
+        return y
+
+    x = to_lib(lib, [0.5, -1.0, 2.0])
+    want = jacobian(f, x)
+    seen.clear()
+    assert_tree_close(jacobian(f, x, strategy="forward-mode"), as_np(want), lib, rtol=1e-14)
+    assert seen == [(False, False)] * 3
+    seen.clear()
+    assert_tree_close(agnograd.func.jacfwd(f)(x), as_np(want), lib, rtol=1e-14)
+    assert seen == [(False, False)] * 3
+    seen.clear()
+    block = jacobian(f, Variable(x), create_graph=True, strategy="forward-mode")
+    assert isinstance(block, Variable)
+    assert block.requires_grad
+    assert seen == [(True, True)] * 3
+
+
+def _gradient_by(how: str) -> Any:
+    """The gradient of ``sum(sin(x) x^3)``, by a transform of each kind."""
+
+    def f(a: Any) -> Any:
+        return F.sum(F.sin(a) * a**3)
+
+    if how == "jacobian":
+        return lambda a: jacobian(f, a, create_graph=True)
+    if how == "vjp":
+        return lambda a: vjp(f, a, create_graph=True)[1]
+    if how == "value_and_grad":
+        return lambda a: value_and_grad(f)(a)[1]
+    if how == "func.grad":
+        return lambda a: agnograd.func.grad(f)(a)
+    # agnograd.grad of outputs and inputs: the argument must require a gradient
+    return lambda a: agnograd.grad([f(a)], [a], enable_double_backprop=True)[0]
+
+
+@pytest.mark.parametrize("lib", LIBS)
+@pytest.mark.parametrize("how", ["jacobian", "vjp", "value_and_grad", "func.grad", "chainer"])
+def test_forward_mode_jacobian_of_a_func_that_differentiates_its_argument(
+    lib: str, how: str
+) -> None:
+    """A transform that func runs on its argument carries the argument's tangents:
+    the forward-mode Jacobian of a gradient is the Hessian. ``agnograd.grad`` of
+    outputs and inputs differentiates the argument itself, which requires a gradient
+    with ``create_graph=True`` only."""
+    a = np.array([0.5, -1.0, 2.0])
+    x = to_lib(lib, a)
+    h = np.diag(6 * a * np.sin(a) + 6 * a**2 * np.cos(a) - a**3 * np.sin(a))
+    gradient = _gradient_by(how)
+    if how != "chainer":
+        assert_tree_close(jacobian(gradient, x, strategy="forward-mode"), h, lib, rtol=1e-13)
+    got = jacobian(gradient, x, create_graph=True, strategy="forward-mode")
+    np.testing.assert_allclose(as_np(got), h, rtol=1e-13)
+
+
 def test_create_graph_results_are_variables_connected_to_the_inputs() -> None:
     a = np.array([0.5, -1.0, 2.0])
     v = np.array([1.0, 2.0, 3.0])

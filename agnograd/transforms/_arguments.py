@@ -16,13 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agnograd.backends._backend import is_array, owned
-from agnograd.core._config import MODE
-from agnograd.core._function import FORWARD_MODE
 from agnograd.core._variable import Variable
 from agnograd.functions import identity
 from agnograd.transforms._constants import _map, constants, devices_of
 from agnograd.transforms._symbolic import is_symbolic
-from agnograd.transforms._transforms import _leaf, _tree_leaves, _tree_unflatten
+from agnograd.transforms._transforms import _leaf, _tree_leaves, _tree_unflatten, forward_levels
 
 
 def argnums_tuple(argnums: Any, op: str) -> tuple[int, ...]:
@@ -139,15 +137,9 @@ def differentiate(
     new_args = list(args)
     xs: list[Variable] = []
     for p, tree in zip(positions, leaves, strict=True):
+        # A fresh leaf in place of an argument of a running jvp carries its tangents
+        # (forward over reverse: jvp of grad, jacfwd of jacrev).
         made = [_leaf(x, op, label.format(p), nested or carried) for x in tree]
-        for x, leaf in zip(tree, made, strict=True):
-            if leaf is not x and not (isinstance(x, Variable) and x.requires_grad):
-                # A fresh leaf in place of an argument of a running jvp carries its
-                # tangents (forward over reverse: jvp of grad, jacfwd of jacrev).
-                for level in levels:
-                    t = level.tangent(x)
-                    if t is not None:
-                        level.set(leaf, t)
         xs.extend(made)
         new_args[p] = _tree_unflatten(args[p], iter(made))
     # The other arguments' raw arrays as constants: the function sees one namespace.
@@ -209,16 +201,6 @@ def _variables(tree: Any) -> Iterator[Variable]:
     elif isinstance(tree, dict):
         for t in tree.values():
             yield from _variables(t)
-
-
-def forward_levels() -> list[Any]:
-    """The levels of the jvps running (``_forward._Level``), innermost first."""
-    levels = []
-    level = MODE.get()[2].get(FORWARD_MODE)
-    while level is not None:
-        levels.append(level)
-        level = level.outer
-    return levels
 
 
 def own(results: list[Any], nested: bool, symbolic: bool) -> list[Any]:

@@ -103,6 +103,11 @@ def jacobian(
       with double backprop, then one pass per input element. Unlike torch, it needs
       no ``vectorize=True`` and works with ``strict`` and ``create_graph``; its
       blocks have the outputs' dtype, as torch's (complex where the input is).
+      As in torch, the Variables ``func`` gets require a gradient only with
+      ``create_graph`` (they record no graph otherwise): ``func`` may run
+      agnograd's transforms on them (a Jacobian of a gradient), but to take
+      :func:`agnograd.grad` of outputs and inputs with respect to them it needs
+      ``create_graph=True``.
 
     Examples
     --------
@@ -176,9 +181,11 @@ def _by_forward_mode(
         is_outputs_tuple.append(is_tuple)
         return outputs
 
-    # Leaves that require a gradient, so that a func that differentiates its arguments
-    # itself (a Jacobian of a Jacobian) reaches them, and forward mode with them.
-    primals = xs
+    # Raw primals unless the results must keep a graph: forward mode then computes on
+    # raw arrays, recording nothing (rules on Variables, and a reverse graph, cost
+    # several times as much). A transform that func runs on its arguments (a
+    # Jacobian of a Jacobian) carries their tangents to the leaves it makes.
+    primals = xs if create_graph else tuple(x.array for x in xs)
     zeros = [raw_namespace(p.array).zeros_like(p.array) for p in xs]
     outputs: tuple[Any, ...] | None = None
     columns: list[list[list[Any]]] | None = None  # [i][j][k]

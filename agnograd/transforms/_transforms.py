@@ -12,8 +12,9 @@ from typing import Any, TypeAlias, cast
 
 from agnograd.backends._backend import Array, backend_name, dtype_name, is_array, raw_namespace
 from agnograd.backends._device import device_of
-from agnograd.core._config import eager_recording
+from agnograd.core._config import MODE, eager_recording
 from agnograd.core._engine import grad as _grad
+from agnograd.core._function import FORWARD_MODE
 from agnograd.core._variable import Variable
 from agnograd.functions import identity
 from agnograd.functions._namespace import namespace_of
@@ -49,13 +50,32 @@ def _leaf(x: Any, op: str, where: str, create_graph: bool) -> Variable:
     data, or with ``create_graph`` a differentiable copy of a Variable that requires a
     gradient, so that the results stay connected to it. Always a new object, so
     that ``x`` captured by ``func`` from outside is not mistaken for the argument
-    (as torch does, pytorch/pytorch#32576)."""
+    (as torch does, pytorch/pytorch#32576). With ``create_graph``, a fresh leaf in
+    place of an argument of a running jvp carries its tangents, so that the results
+    stay connected to it in forward mode (forward over reverse: a jvp of a gradient,
+    a forward-mode Jacobian of a Jacobian)."""
     if isinstance(x, Variable):
         if x.array is None:  # a Variable of a graph not run (under agnograd.jit)
             return symbolic_leaf(x, op, where, create_graph)
         if create_graph and x.requires_grad:
             return cast(Variable, identity(x))  # one input gives one Variable
-    return Variable(_differentiable(x, op, where), requires_grad=True)
+    leaf = Variable(_differentiable(x, op, where), requires_grad=True)
+    if create_graph and isinstance(x, Variable):
+        for level in forward_levels():
+            t = level.tangent(x)
+            if t is not None:
+                level.set(leaf, t)
+    return leaf
+
+
+def forward_levels() -> list[Any]:
+    """The levels of the jvps running (``_forward._Level``), innermost first."""
+    levels = []
+    level = MODE.get()[2].get(FORWARD_MODE)
+    while level is not None:
+        levels.append(level)
+        level = level.outer
+    return levels
 
 
 def _differentiable(x: Any, op: str, where: str) -> Any:
