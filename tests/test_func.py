@@ -372,6 +372,12 @@ def test_grad_of_grad_and_jacrev_of_grad_are_the_hessian(
     same(g2, g, np.asarray)
     same(hv2, hv, np.asarray)
     np.testing.assert_allclose(float(np.asarray(tv)), float(np.sum(np.asarray(g) * np.asarray(v))))
+    # agnograd.functional's forward mode: jvp is forward mode's, and the forward-mode
+    # Jacobian of the gradient (its jvps on raw arrays) the Hessian.
+    same(AF.jvp(grad(smooth), x, v), (g, hv), np.asarray)
+    fm = AF.jacobian(grad(smooth), x, strategy="forward-mode")
+    assert type(fm) is type(x)
+    np.testing.assert_allclose(np.reshape(np.asarray(fm), (n, n)), flat)
     # Reverse over forward: the gradient of the directional derivative grad f . v.
     dot = grad(lambda a: jvp(smooth, (a,), (v,))[1])(x)
     np.testing.assert_allclose(np.reshape(np.asarray(dot), n), flat @ np.reshape(np.asarray(v), n))
