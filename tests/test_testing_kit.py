@@ -730,6 +730,14 @@ def test_a_dask_falsifying_example_shows_its_values():
     )
 
 
+def test_a_case_with_a_scalar_type_argument_describes_itself():
+    # astype's domain passes NumPy's scalar types (classes with shape and dtype
+    # descriptors), which hypothesis prints with a failing example.
+    case = ags.FunctionCase("astype", (np.ones(2),), args=(np.float32,))
+    assert case.describe() == "astype(float64[1., 1.], float32)"
+    assert repr(case) == "astype((2,) float64, float32)"
+
+
 def test_function_inputs_unknown_name():
     with pytest.raises(KeyError, match="no input domain is registered for 'nope'"):
         ags.function_inputs(np, "nope")

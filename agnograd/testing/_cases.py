@@ -114,6 +114,10 @@ def values_text(x: Any) -> str:
 
 
 def _short(value: Any) -> str:
+    if isinstance(value, type) and value.__module__ != "builtins":
+        # A scalar type such as np.float32 (astype's dtype), whose shape and dtype
+        # attributes are descriptors of the class.
+        return dtype_name(value)
     if hasattr(value, "shape") and hasattr(value, "dtype"):
         return f"<array {tuple(value.shape)} {dtype_name(value.dtype)}>"
     if type(value).__module__ == "builtins":
