@@ -5,7 +5,10 @@ Every function with an input domain in the testing kit is checked, so a new row 
 covered by itself: ``jvp == J v`` against the reverse-mode Jacobian
 (``agnograd.functional.jacobian``) on NumPy, array-api-strict and torch, hypothesis
 drawing the inputs; holomorphic functions also on complex inputs (against central
-differences); and a function hook counts that no backward runs during a jvp.
+differences), and those made of nodes declared ``linear`` or ``bilinear`` on complex
+inputs too (against the complex Jacobian); and a function hook counts that no
+backward runs during a jvp. ``test_forward_orders.py`` has the second order, JAX and
+Dask.
 """
 
 from __future__ import annotations
@@ -119,6 +122,35 @@ def central_difference(f: Any, primals: list[Any], tangents: list[Any]) -> np.nd
     return (to_numpy(plus) - to_numpy(minus)) / (2 * h)
 
 
+class RecordNodes(agnograd.FunctionHook):
+    """The classes of the nodes that run while it is on."""
+
+    name = "RecordNodes"
+
+    def __init__(self) -> None:
+        self.classes: set[type] = set()
+
+    def forward_preprocess(self, function: Any, in_data: Any) -> None:
+        self.classes.add(type(function))
+
+
+def linear_nodes_only(f: Any, primals: list[Any]) -> bool:
+    """Whether ``f`` runs only nodes declared ``linear`` or ``bilinear`` (so is linear
+    or bilinear in its floating inputs, and holomorphic unless it conjugates)."""
+    with RecordNodes() as hook:
+        f(*primals)
+    return bool(hook.classes) and all(
+        getattr(c, "linear", False) or getattr(c, "bilinear", False) for c in hook.classes
+    )
+
+
+# Of the functions made of linear and bilinear nodes, those that take real input only,
+# and those that are linear over the reals only (they conjugate, or read the real
+# part): their tangent of a complex input is no complex Jacobian times the tangent.
+REAL_INPUT = {"astype", "fft.rfft", "fft.rfftn", "fft.ihfft"}
+REAL_LINEAR = {"fft.hfft", "fft.irfft", "fft.irfftn", "vecdot", "linalg.vecdot"}
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", NAMES)
 @EXAMPLES
@@ -130,13 +162,24 @@ def test_jvp_is_jacobian_times_tangent(name: str, backend: str, data: Any) -> No
     primals = [case.inputs[i] for i in where]
     if not primals:
         return
+    # Functions made of linear and bilinear nodes also on complex inputs (half the
+    # examples): holomorphic, their tangent is the complex Jacobian times the tangent.
+    holomorphic = False
+    if (
+        name not in REAL_INPUT
+        and all(not xp.isdtype(p.dtype, "complex floating") for p in primals)
+        and linear_nodes_only(f, primals)
+        and data.draw(st.booleans(), label="complex")
+    ):
+        primals = [xp.astype(p, xp.complex128) * (1 + 0.5j) for p in primals]
+        holomorphic = name not in REAL_LINEAR
     tangents = tangents_for(xp, primals, data.draw(st.integers(0, 2**16), label="seed"))
     with CountBackward() as hook:
         output, out_tangent = jvp(f, tuple(primals), tuple(tangents))
     if name not in FALLBACK:
         assert hook.calls == 0, f"{name}: {hook.calls} backward calls during jvp"
     tolerance = {"rtol": 1e-6, "atol": 1e-8}
-    if any(xp.isdtype(p.dtype, "complex floating") for p in primals):
+    if not holomorphic and any(xp.isdtype(p.dtype, "complex floating") for p in primals):
         # (conj, real, imag, hfft, irfft: not holomorphic, so no complex Jacobian)
         expected = [central_difference(f, primals, tangents)]
         tolerance = {"rtol": 1e-5, "atol": 1e-7}
