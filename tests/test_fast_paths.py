@@ -13,9 +13,11 @@ general_path`` runs the core's own tests with the fast paths switched off.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import subprocess
 import sys
+import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -267,6 +269,18 @@ def test_errors_are_the_same_on_both_paths(backend: Any) -> None:
                 a * other
             messages.append(str(mixed.value))
     assert messages[:2] == messages[2:]
+
+
+def test_generated_code_shows_in_tracebacks_and_inspect() -> None:
+    # Each generated function's source is its own "file" in linecache.
+    assert "xp.tanh(data)" in inspect.getsource(F.tanh)
+    assert "rule(self.xp, x, y, grad_outputs[0])" in inspect.getsource(F.tanh.node.backward)
+    assert F.tanh.__code__.co_filename != F.sin.__code__.co_filename
+    with pytest.raises(TypeError) as info:
+        F.sqrt(agnograd.Variable(np.array(["a"])))
+    shown = "".join(traceback.format_tb(info.tb))
+    assert "<agnograd: sqrt #" in shown
+    assert "y = xp.sqrt(data)" in shown
 
 
 def _strict_ones(n: int) -> Any:

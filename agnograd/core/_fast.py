@@ -196,13 +196,11 @@ def _render(signature: str, body: str, **names: Any) -> Any:
     """The function ``def {signature}: {body}``: its globals are this module's (so
     that it reads :data:`enabled` as it is now) and ``names``, through a closure."""
     names = {**_NAMES, **names}
+    name = signature.split("(", 1)[0]
     factory = "def make({}):\n    def {}:\n{}\n    return {}".format(
-        ", ".join(names),
-        signature,
-        textwrap.indent(body, " " * 8),
-        signature.split("(", 1)[0],
+        ", ".join(names), signature, textwrap.indent(body, " " * 8), name
     )
-    return _link.render(factory, globals())(**names)
+    return _link.render(factory, globals(), name)(**names)
 
 
 #: ``apply1(func, x)``: ``func.apply((x,))[0]``, in one call where it can.

@@ -8,6 +8,8 @@ cost 5 % of an operation, with what the node keeps written in where its class sa
 
 from __future__ import annotations
 
+import itertools
+import linecache
 import textwrap
 import weakref
 from collections.abc import Callable
@@ -155,8 +157,12 @@ LINK_NAMES = (
 )
 
 
-def render(source: str, namespace: dict[str, Any]) -> Any:
-    """The function defined by ``source`` (one ``def``), its globals ``namespace``.
+_rendered = itertools.count()
+
+
+def render(source: str, namespace: dict[str, Any], name: str | None = None) -> Any:
+    """The function defined by ``source`` (one ``def``), its globals ``namespace``;
+    ``name`` (by default the function's) names its source in tracebacks.
 
     Examples
     --------
@@ -164,7 +170,12 @@ def render(source: str, namespace: dict[str, Any]) -> Any:
     >>> render("def twice(x):\\n    return 2 * x", {})(21)
     42
     """
-    code = compile(source, f"<agnograd: {source.split('(', 1)[0][4:]}>", "exec")
+    # A file name of its own, its source in linecache (as attrs and dataclasses do):
+    # tracebacks show the generated lines and inspect.getsource finds them.
+    name = name or source.split("(", 1)[0][4:]
+    filename = f"<agnograd: {name} #{next(_rendered)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    code = compile(source, filename, "exec")
     local: dict[str, Any] = {}
     exec(code, namespace, local)
     (function,) = local.values()
