@@ -126,6 +126,14 @@ def test_second_order_against_reverse_over_reverse(name: str, backend: str, data
             to_numpy(got), want, rtol=1e-6, atol=1e-8, err_msg="forward over reverse"
         )
 
+    # agnograd.functional.hvp (reverse over forward for real inputs): H u
+    if not any(floating_complex(p) for p in primals):
+        _, products = agnograd.functional.hvp(phi, tuple(primals), tuple(u))
+        for got, want in zip(products, hu, strict=True):
+            np.testing.assert_allclose(
+                to_numpy(got), want, rtol=1e-6, atol=1e-8, err_msg="functional.hvp"
+            )
+
     # reverse over forward: <u, H t>
     xs = [Variable(p, requires_grad=True) for p in primals]
     _, tangent = jvp(f, tuple(xs), tuple(t))

@@ -254,6 +254,14 @@ def test_hvp_and_vhp_match_torch(lib: str, p: dict[str, np.ndarray]) -> None:
     s, st_ = to_lib(lib, 0.2), to_lib("torch", 0.2)
     assert_tree_close(hvp(g, s), TF.hvp(gt, st_), lib)
     assert_tree_close(vhp(g, s), TF.vhp(gt, st_), lib)
+    # create_graph: the product differentiates again (a third derivative), as torch's
+    xs = tuple(Variable(a) for a in x)
+    _, products = hvp(f, xs, tuple(to_lib(lib, a) for a in v), create_graph=True)
+    third = agnograd.grad([F.sum(sum(F.sum(q) for q in products))], list(xs))
+    xts = tuple(a.detach().requires_grad_() for a in xt)
+    _, tp = TF.hvp(ft, xts, tuple(map(torch.asarray, v)), create_graph=True)
+    theirs = torch.autograd.grad(sum(q.sum() for q in tp), xts)
+    assert_tree_close(tuple(t.array for t in third), theirs, lib)
 
 
 # -- against JAX ------------------------------------------------------------------
@@ -555,7 +563,7 @@ def test_backward_passes_are_those_the_docstrings_state(monkeypatch: pytest.Monk
     assert count(lambda: hessian(g, (x, y))) == 1 + n
     assert count(lambda: hessian(g, (x, y), outer_jacobian_strategy="forward-mode")) == 2 + n
     assert count(lambda: vhp(g, (x, y), (x, y))) == 2
-    assert count(lambda: hvp(g, (x, y), (x, y))) == 1  # the gradient, under forward mode
+    assert count(lambda: hvp(g, (x, y), (x, y))) == 1  # of the derivative along v
     assert count(lambda: hvp(g, (x, y), (x, y), strict=True)) == 3
     assert count(lambda: value_and_grad(g, argnums=(0, 1))(x, y)) == 1
 

@@ -219,13 +219,19 @@ def test_products_with_v_as_an_argument(
     conv: Conv, transform: Callable[..., Any], f: Callable[..., Any]
 ) -> None:
     """``jit(lambda x, v: vjp(f, x, v))`` is the pullback (JAX's jax.vjp returns a
-    function, which cannot be jitted; agnograd's vjp takes v)."""
+    function, which cannot be jitted; agnograd's vjp takes v). Under jit, jvp and hvp
+    run the double-backward trick, as eagerly with ``strict=True`` (eagerly without
+    it, forward mode: the same numbers, up to rounding)."""
     to, back = conv
     jitted = agnograd.jit(lambda x, v: transform(f, x, v))
+    by_double_backward = transform in (jvp, hvp)
     rng = np.random.default_rng(3)
     for _ in range(3):
         x, v = to(rng.standard_normal(3)), to(rng.standard_normal(3))
-        same(jitted(x, v), transform(f, x, v), back)
+        got = jitted(x, v)
+        same(got, transform(f, x, v, strict=by_double_backward), back)
+        for g, w in zip(got, transform(f, x, v), strict=True):
+            np.testing.assert_allclose(back(g), back(w), rtol=1e-12)
     assert jitted.cache_info()[:2] == (2, 1)
 
 

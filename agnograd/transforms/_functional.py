@@ -349,9 +349,11 @@ def hvp(
 
     Notes
     -----
-    Cost: forward over reverse, the jvp of the gradient: one forward pass and one
-    recorded backward pass (the gradient), the tangents travelling with both; two
-    for a complex output of real inputs. With ``strict`` and under
+    Cost: for a real output of real inputs, reverse over forward, the gradient of
+    the derivative along ``v``: one forward pass with tangents, recorded, and one
+    backward pass. Otherwise forward over reverse, the jvp of the gradient: one
+    forward pass and one recorded backward pass (the gradient), the tangents
+    travelling with both; two for a complex output of real inputs. With ``strict`` and under
     :func:`agnograd.jit`, the double-backward trick on the gradient, as torch (three
     backward passes). :func:`vhp` equals it when ``func`` is twice continuously
     differentiable.
@@ -376,6 +378,19 @@ def hvp(
         return _hvp_by_double_backward(func, inputs, is_inputs_tuple, v, create_graph, strict)
     xs = _prepare(inputs, is_inputs_tuple, "hvp", create_graph)
     vs = _hessian_v(v, xs, is_inputs_tuple, "hvp", create_graph)
+    if not any(_is_complex(x) for x in xs):
+        # Reverse over forward: for a real f of real inputs, H v is the gradient of
+        # the derivative along v (H is symmetric): one forward pass with tangents, the
+        # graph of both recorded, and one backward, where forward over reverse pushes
+        # tangents through a recorded backward as well.
+        def scalar(*args: Variable) -> Variable:
+            return _single_output(call("hvp", WRAP, func, *args), "hvp", False)
+
+        out, along = _forward.jvp(scalar, xs, vs)
+        if not _is_complex(out):
+            grads = _grads([along], xs, [_ones_like(along)], create_graph)
+            result = _fill_in_zeros(grads, xs, False, create_graph, "hvp", "")
+            return _finish((out,), create_graph)[0], _unpack(result, is_inputs_tuple)
     value: list[Variable] = []
 
     def gradient(*args: Variable) -> tuple[Variable, ...]:
