@@ -46,7 +46,12 @@ from agnograd.functions import _misc
 from agnograd.functions._core import Binary, Unary, conjugate, is_complex
 from agnograd.functions._namespace import namespace_of
 from agnograd.transforms._arguments import split_aux
-from agnograd.transforms._transforms import _tree_arrays, _tree_leaves, _tree_unflatten
+from agnograd.transforms._transforms import (
+    _tree_arrays,
+    _tree_leaves,
+    _tree_unflatten,
+    is_floating,
+)
 
 #: A tangent rule: ``rule(level, func, inputs, outputs, tangents, xp)`` gives one
 #: tangent per output (None for a zero), of arrays or Variables as the inputs are.
@@ -558,8 +563,7 @@ def _tangent_like(primal: Variable, t: Any, op: str) -> Any:
     data = t._data if isinstance(t, Variable) else t
     if not is_array(data) and not isinstance(t, Variable):
         raise TypeError(f"{op}: a tangent must be an array or Variable, got {type(t).__name__}")
-    xp = raw_namespace(data)
-    if not xp.isdtype(data.dtype, ("real floating", "complex floating")):
+    if not is_floating(data):
         raise TypeError(
             f"{op}: a tangent must have a floating dtype, got {dtype_name(data.dtype)}; "
             "integer and boolean inputs take no tangent"

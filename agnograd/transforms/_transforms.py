@@ -88,18 +88,25 @@ def _differentiable(x: Any, op: str, where: str) -> Any:
             f"{op}: {where} requires a gradient in torch's own autograd, whose graph "
             "agnograd cannot reach; pass tensor.detach()"
         )
-    dtype = x.dtype
-    known = _floating_dtype.get(x.__class__)
-    if known is not None and dtype == known:  # the common case, at once
-        return x
-    if not raw_namespace(x).isdtype(dtype, ("real floating", "complex floating")):
+    if not is_floating(x):
         raise TypeError(
-            f"{op}: {where} has dtype {dtype_name(dtype)}; only floating-point or "
+            f"{op}: {where} has dtype {dtype_name(x.dtype)}; only floating-point or "
             "complex inputs can be differentiated; cast it first, e.g. "
             "xp.astype(x, xp.float64)"
         )
-    _floating_dtype[x.__class__] = dtype
     return x
+
+
+def is_floating(x: Any) -> bool:
+    """Whether the raw array ``x`` has a real or complex floating dtype."""
+    dtype = x.dtype
+    known = _floating_dtype.get(x.__class__)
+    if known is not None and dtype == known:  # the common case, at once
+        return True
+    if not raw_namespace(x).isdtype(dtype, ("real floating", "complex floating")):
+        return False
+    _floating_dtype[x.__class__] = dtype
+    return True
 
 
 # The floating dtype met last, by class of array (a library's isdtype is slow).
