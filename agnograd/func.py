@@ -7,9 +7,9 @@ mode), :func:`jvp`, :func:`linearize` and :func:`jacfwd` (forward mode), and
 :func:`hessian` (forward over reverse). Their arguments are arrays of any array
 API library, Variables, or tuples, lists and dicts nesting them (JAX's pytrees),
 and the results are arrays of the arguments' library in the same nesting. They
-compose with each other, and the reverse-mode ones with :func:`agnograd.jit`
-(forward mode runs eagerly): an argument that is a Variable requiring a gradient
-(as inside another transform) gives results connected to it.
+compose with each other and with :func:`agnograd.jit`, in any order: an argument
+that is a Variable requiring a gradient (as inside another transform) gives results
+connected to it.
 
 docs/functional.md compares them with :mod:`agnograd.functional`
 (``torch.autograd.functional``'s names) and with :func:`agnograd.grad` of

@@ -553,3 +553,18 @@ def test_tangents_die_with_their_variables_and_stay_at_their_level() -> None:
     del a, t_outer
     gc.collect()
     assert gone() is None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_jvp_under_define_then_run_links_its_tangents_into_the_graph(backend: str) -> None:
+    xp = backend_namespace(backend)
+    x = Variable(xp.asarray([0.3, 1.2], dtype=xp.float64))
+    v = xp.asarray([1.0, 2.0], dtype=xp.float64)
+    eager = jvp(lambda a: F.sin(a) * a, (x,), (v,))
+    with agnograd.auto_forward(False):
+        y, t = jvp(lambda a: F.sin(a) * a, (x,), (v,))
+    assert y.array is None and t.array is None  # linked, not computed
+    t.forward()
+    y.forward()
+    np.testing.assert_array_equal(to_numpy(t), to_numpy(eager[1]))
+    np.testing.assert_array_equal(to_numpy(y), to_numpy(eager[0]))

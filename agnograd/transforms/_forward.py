@@ -181,7 +181,9 @@ class _Level(FunctionHook):
             if ts is None or not func.differentiable:
                 return func.apply(inputs)
             rule = _rule_of(type(func))
-            watched = self.outer is not None or (backprop and requires_grad)
+            # (Under define-then-run, jit's tracing, the rules link their operations
+            # into the graph as Variables: no array to compute them on.)
+            watched = self.outer is not None or (backprop and requires_grad) or not auto_forward
             pristine = copy.copy(func) if watched and rule in _REAPPLIED else None
             outputs = func.apply(inputs)
             if watched:
@@ -512,10 +514,6 @@ def _jvp(
                 "a tangent has its primal's shape"
             )
     backprop, auto_forward, hooks = MODE.get()
-    if not auto_forward:
-        raise RuntimeError(
-            f"{op}: forward mode runs eagerly; call it outside agnograd.auto_forward(False)"
-        )
     raw = not any(isinstance(p, Variable) for p in p_leaves)
     level = _Level(hooks.get(FORWARD_MODE))
     # Fresh Variables, linked to Variable primals (through the outer levels), so that
@@ -539,7 +537,11 @@ def _jvp(
         t = level.tangent(y) if isinstance(y, Variable) else None
         if t is None:
             data = y._data if isinstance(y, Variable) else y
-            t = raw_namespace(data).zeros_like(data)
+            t = (
+                namespace_of(y).zeros_like(y)
+                if data is None
+                else raw_namespace(data).zeros_like(data)
+            )
         keep = not raw or level.outer is not None or _requires_grad(y) or _requires_grad(t)
         values.append(y if keep or not isinstance(y, Variable) else y._data)
         if keep:
@@ -563,9 +565,13 @@ def _tangent_like(primal: Variable, t: Any, op: str) -> Any:
     data = t._data if isinstance(t, Variable) else t
     if not is_array(data) and not isinstance(t, Variable):
         raise TypeError(f"{op}: a tangent must be an array or Variable, got {type(t).__name__}")
-    if not is_floating(data):
+    if data is None:  # a Variable of a graph not run (jit's tracing)
+        floating = namespace_of(t).isdtype(t.dtype, ("real floating", "complex floating"))
+    else:
+        floating = is_floating(data)
+    if not floating:
         raise TypeError(
-            f"{op}: a tangent must have a floating dtype, got {dtype_name(data.dtype)}; "
+            f"{op}: a tangent must have a floating dtype, got {dtype_name(t.dtype)}; "
             "integer and boolean inputs take no tangent"
         )
     return t

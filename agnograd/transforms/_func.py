@@ -40,6 +40,7 @@ from agnograd.transforms._transforms import (
     _tree_leaves,
     _tree_unflatten,
     _validate_v,
+    _zeros_like,
 )
 
 
@@ -345,8 +346,7 @@ def hessian(
     -----
     Computed by :func:`jacfwd` of :func:`jacrev` (forward over reverse, as torch and
     JAX): per element of the differentiated arguments, one forward pass with its
-    tangents and one backward pass per output element. Inside :func:`agnograd.jit`,
-    where forward mode does not run, by :func:`jacrev` of :func:`jacrev`.
+    tangents and one backward pass per output element.
 
     Examples
     --------
@@ -382,10 +382,8 @@ def hessian(
 
     # Forward over reverse, as torch and JAX: the outer Jacobian by one forward pass
     # per gradient element rather than one backward pass.
-    # Under agnograd.jit, where forward mode cannot run, reverse over reverse.
     gradient = _jacrev("hessian", checked, argnums, has_aux)
-    by_reverse = _jacrev("hessian", gradient, argnums, has_aux)
-    return _jacfwd("hessian", gradient, argnums, has_aux, by_reverse)
+    return _jacfwd("hessian", gradient, argnums, has_aux)
 
 
 def jacfwd(
@@ -441,22 +439,13 @@ def _jacfwd(
     func: Callable[..., Any],
     argnums: int | Sequence[int],
     has_aux: bool,
-    under_jit: Callable[..., Any] | None = None,
 ) -> Callable[..., Any]:
-    """``jacfwd`` for the transform ``op``, which runs ``under_jit`` instead (if
-    given) inside ``agnograd.jit``."""
+    """``jacfwd`` for the transform ``op``, which its errors name."""
     numbers = argnums_tuple(argnums, op)
 
     @functools.wraps(func)
     def jacfwd_fun(*args: Any, **kwargs: Any) -> Any:
         d = differentiate(op, args, kwargs, argnums, numbers)
-        if d.symbolic and under_jit is not None:
-            return under_jit(*args, **kwargs)
-        if d.symbolic:
-            raise NotImplementedError(
-                f"{op}: forward mode runs eagerly, not under agnograd.jit; call the "
-                "transformed function outside jit, or use jacrev"
-            )
 
         def at(*xs: Any) -> Any:
             """``func`` with the leaves ``xs`` in the differentiated arguments."""
@@ -469,10 +458,10 @@ def _jacfwd(
         # Raw arrays unless nested: the tangents then run with the raw namespace, and
         # a transform inside func picks them up from its arguments (jacfwd of jacrev).
         primals = tuple(d.xs) if d.nested else tuple(x.array for x in d.xs)
-        zeros = [raw_namespace(x.array).zeros_like(x.array) for x in d.xs]
+        zeros = [_zeros_like(x, False) for x in d.xs]  # of jit's graph, under jit
         columns: list[list[list[Any]]] | None = None  # [output][leaf][column]
         first = None
-        with eager_recording():
+        with recording(d.symbolic):
             for j, x in enumerate(d.xs):
                 idx = _arange(x) if _size(x) else None
                 for k in range(_size(x)):
@@ -549,7 +538,11 @@ def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..
         raise TypeError(f"{op}: no primals given; pass the point as linearize(func, x, ...)")
     leaves = _tree_leaves(primals, "primals", op)
     zeros = _tree_unflatten(
-        primals, iter(raw_namespace(_data(x)).zeros_like(_data(x)) for x in leaves)
+        primals,
+        iter(
+            _zeros_like(x, False) if isinstance(x, Variable) else raw_namespace(x).zeros_like(x)
+            for x in leaves
+        ),
     )
     output, _ = _jvp(op, func, primals, zeros, False)
 
@@ -562,7 +555,3 @@ def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..
         return _jvp(op, func, primals, tangents, False)[1]
 
     return output, jvp_fn
-
-
-def _data(x: Any) -> Any:
-    return x.array if isinstance(x, Variable) else x
