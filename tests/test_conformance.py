@@ -263,10 +263,15 @@ def test_conformance_doctests(name):
     assert failures == 0
 
 
-def test_array_api_tests_runner_compares_raw_and_agnograd(tmp_path, capsys):
+def test_array_api_tests_runner_compares_raw_and_agnograd(tmp_path, capsys, monkeypatch):
     # A stand-in for data-apis/array-api-tests: one test passes only through agnograd,
     # one passes on both, one reads the version both runs must share (the backend's).
     pytest.importorskip("pytest_jsonreport")
+    # The runner starts a dozen pytest processes here. Autoloading every installed
+    # plug-in (hypothesis's imports hypothesis: most of a second each) is not what this
+    # test is about: they load only the one whose report the runner reads, as named.
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("PYTEST_PLUGINS", "pytest_jsonreport.plugin")
     from agnograd.conformance import array_api_tests
 
     (tmp_path / "array_api_tests").mkdir()
