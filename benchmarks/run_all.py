@@ -44,6 +44,7 @@ BENCHMARKS = {
     "compiled_jax": ("bench_compiled_jax.py", True),
     "compile_cost": ("bench_compile_cost.py", False),
     "jit": ("bench_jit.py", True),
+    "forward": ("bench_forward.py", True),
 }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +33,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             *("run_all.py", "--quick", "--rounds", "1", "--same-process"),
             "--only",
             "overhead,namespace,mlp,long_chain,checkpoint,compiled,compiled_memory,compiled_jax,"
-            "compile_cost,jit",
+            "compile_cost,jit,forward",
             *("--out", str(records)),
             *("--plot", str(records.with_suffix(".png"))),
         ],
@@ -184,4 +185,15 @@ def test_jit_benchmark_runs(outputs: dict[str, Any]) -> None:
         assert all(t > 0 for t in rec[name]["us_median"].values())
         assert rec[name]["ratios"][0]["ratio"].startswith("agnograd.jit / ")
     assert rec["first_call"]["functions"] > 0
-    assert rec["first_call"]["trace_us_per_function"] > 0
+    # A difference of two timings' medians: under load it can come out negative.
+    assert math.isfinite(rec["first_call"]["trace_us_per_function"])
+
+
+def test_forward_benchmark_runs(outputs: dict[str, Any]) -> None:
+    rec = outputs["forward"]
+    assert rec["benchmark"] == "forward"
+    assert rec["ops"] == 8  # one block of the chain, in quick mode
+    names = {r["ratio"] for r in rec["ratios"]}
+    assert "agnograd-jvp / hand-jvp" in names
+    assert "mlp agnograd-jvp / mlp hand-jvp" in names
+    assert all(r["median"] > 0 for r in rec["ratios"])
