@@ -56,6 +56,8 @@ class VariableNode(weakref.ref["Variable"]):
         "version",
     )
 
+    _tangent: tuple[Any, Any, Any]  # (level, tangent, the next entry or None)
+
     # Nodes are equal only to themselves and hashed by identity (a weak reference
     # compares and hashes its referent).
     __hash__ = object.__hash__
