@@ -569,3 +569,24 @@ def test_jvp_under_define_then_run_links_its_tangents_into_the_graph(backend: st
     y.forward()
     np.testing.assert_array_equal(to_numpy(t), to_numpy(eager[1]))
     np.testing.assert_array_equal(to_numpy(y), to_numpy(eager[0]))
+
+
+def _written(a: Any) -> Any:
+    h = F.sin(a) * 2.0
+    h[0] = 5.0  # a Python scalar: no tangent there
+    h[1:] = a[:2] * a[:2]  # an array that has one
+    return F.exp(h) * a
+
+
+@pytest.mark.parametrize("watched", [False, True])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_write_into_an_intermediate_writes_its_tangent(backend: str, watched: bool) -> None:
+    # The written Variable's tangent is the write's, not the one it had before (which
+    # a write without a graph, the jvp's fast path, used to leave in place).
+    xp = backend_namespace(backend)
+    x = xp.asarray([0.3, 1.2, -0.5], dtype=xp.float64)
+    v = xp.asarray([1.0, 2.0, 3.0], dtype=xp.float64)
+    primal = Variable(x, requires_grad=True) if watched else x
+    _, t = jvp(_written, (primal,), (v,))
+    expected = central_difference(lambda a: _written(Variable(a)), [x], [v])
+    np.testing.assert_allclose(to_numpy(t), expected, rtol=1e-6)

@@ -156,6 +156,22 @@ class SetItem(FunctionNode):
         _versions.bump(x)
         return (x,)
 
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any]:
+        # Linear in x and the value together: the value's tangent written into x's (a
+        # zero where either has none, or the value is a Python scalar), into a copy.
+        values = len(inputs) - self.key_inputs
+        if all(t is None for t in tangents[:values]):
+            return (None,)
+        pairs = zip(inputs[:values], tangents[:values], strict=True)
+        ts = [xp.zeros_like(x) if t is None else t for x, t in pairs]
+        scalar = 0 if values == 1 else None
+        write = SetItem(self._key_template, scalar, True, False, self.key_inputs)
+        args = (*ts, *inputs[values:])
+        if isinstance(ts[0], Variable):  # watched: on the reverse graph too
+            return (write.apply(args)[0],)
+        write.xp = xp
+        return (write.forward(args)[0],)
+
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (gy,) = grad_outputs
         xp = namespace_of(gy)
@@ -228,6 +244,12 @@ def _rebind(var: Variable, out: Variable) -> None:
     if out._node.creator_node is None:
         if out._data is not var._data:  # (a write in place counted itself)
             var.array = out._data  # no graph: only the data changes
+        # and, inside a jvp, the tangents: the write's (agnograd.transforms._forward)
+        tangent = getattr(out._node, "_tangent", None)
+        if tangent is not None:
+            var._node._tangent = tangent
+        elif getattr(var._node, "_tangent", None) is not None:
+            del var._node._tangent
         return
     # Written in place, the old node's array is still var's: views of it may need var.
     var._node._variable = _Rebound(var) if out._data is var._data else _dead
