@@ -590,3 +590,44 @@ def test_a_write_into_an_intermediate_writes_its_tangent(backend: str, watched: 
     _, t = jvp(_written, (primal,), (v,))
     expected = central_difference(lambda a: _written(Variable(a)), [x], [v])
     np.testing.assert_allclose(to_numpy(t), expected, rtol=1e-6)
+
+
+NN_CASES = {
+    "softmax": lambda a, labels: F.softmax(a, axis=1),
+    "log_softmax": lambda a, labels: F.log_softmax(a, axis=0),
+    "softmax_cross_entropy": lambda a, labels: F.softmax_cross_entropy(a, labels),
+    "softmax_cross_entropy(reduce='no')": lambda a, labels: F.softmax_cross_entropy(
+        a, labels, reduce="no"
+    ),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", list(NN_CASES))
+def test_nn_functions_jvp_and_second_order(name: str, backend: str) -> None:
+    # agnograd.functions' own rows outside the namespace: first order against central
+    # differences without a backward, second order (forward over reverse, whose
+    # backward runs the loss's gradient node) against reverse over reverse.
+    xp = backend_namespace(backend)
+    rng = np.random.default_rng(0)
+    x = xp.asarray(rng.standard_normal((4, 3)))
+    v = xp.asarray(rng.standard_normal((4, 3)))
+    labels = xp.asarray(np.array([0, 2, -1, 1]))
+    f = NN_CASES[name]
+    with CountBackward() as hook:
+        _, t = jvp(lambda a: f(a, labels), (x,), (v,))
+    assert hook.calls == 0
+    expected = central_difference(lambda a: f(Variable(a), labels), [x], [v])
+    np.testing.assert_allclose(to_numpy(t), expected, rtol=1e-6, atol=1e-9)
+
+    def loss(a: Any) -> Any:
+        return F.sum(f(a, labels) ** 2)
+
+    forward_over_reverse = agnograd.func.hessian(loss)(x)
+    reverse_over_reverse = agnograd.func.jacrev(agnograd.func.jacrev(loss))(x)
+    np.testing.assert_allclose(
+        to_numpy(forward_over_reverse), to_numpy(reverse_over_reverse), rtol=1e-9, atol=1e-12
+    )
+    _, hv = agnograd.functional.hvp(loss, x, v)
+    want = np.tensordot(to_numpy(reverse_over_reverse), to_numpy(v), axes=2)
+    np.testing.assert_allclose(to_numpy(hv), want, rtol=1e-9, atol=1e-12)

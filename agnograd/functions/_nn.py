@@ -43,6 +43,10 @@ class Softmax(FunctionNode):
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (_softmax(self.xp, inputs[0], self.axis),)
 
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any]:
+        (y,), (t,) = outputs, tangents
+        return (y * (t - xp.sum(y * t, axis=self.axis, keepdims=True)),)
+
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (y,) = self.get_retained_outputs()
         (gy,) = grad_outputs
@@ -76,6 +80,10 @@ class LogSoftmax(FunctionNode):
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         return (_log_softmax(self.xp, inputs[0], self.axis),)
+
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any]:
+        (y,), (t,) = outputs, tangents
+        return (t - xp.sum(xp.exp(y) * t, axis=self.axis, keepdims=True),)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         (y,) = self.get_retained_outputs()
@@ -135,6 +143,19 @@ class SoftmaxCrossEntropy(FunctionNode):
             return (xp.sum(losses) / count,)
         return (losses,)
 
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any]:
+        # The loss's gradient for a seed of ones (per row, its Jacobian) times the
+        # tangent, summed over the classes (and the rows, for a mean).
+        (x, t), (y,), (tx, _) = inputs, outputs, tangents
+        if tx is None:
+            return (None,)
+        ones = xp.ones_like(y)
+        if isinstance(x, Variable):  # watched: as a node of the reverse graph
+            g = SoftmaxCrossEntropyGrad(self.ignore_label, self.reduce).apply((x, t, ones))[0]
+        else:
+            g = _cross_entropy_grad(self, xp, x, t, ones)
+        return (xp.sum(g * tx) if self.reduce == "mean" else xp.sum(g * tx, axis=1),)
+
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         x, t = self.get_retained_inputs()
         (gy,) = grad_outputs
@@ -168,6 +189,25 @@ class SoftmaxCrossEntropyGrad(FunctionNode):
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         x, t, gy = inputs
         return (_cross_entropy_grad(self, self.xp, x, t, gy),)
+
+    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any]:
+        # gx = (p - onehot) * w, w = valid * scale(gy): linear in gy, and p = softmax(x)
+        # moves by p * (tx - sum(p * tx)).
+        (x, t, gy), (tx, _, tg) = inputs, tangents
+        data, labels = held(x), held(t)
+        onehot, valid, count = _targets(self.ignore_label, namespace_of(labels), data, labels)
+        p = _softmax(xp, x, 1)
+
+        def weight(g: Any) -> Any:  # (an array of the graph first: raw ones refuse it)
+            return (g / count if self.reduce == "mean" else xp.reshape(g, (-1, 1))) * valid[:, None]
+
+        total = None
+        if tx is not None:
+            total = p * (tx - xp.sum(p * tx, axis=1, keepdims=True)) * weight(gy)
+        if tg is not None:
+            term = (p - onehot) * weight(tg)
+            total = term if total is None else total + term
+        return (total,)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         # gx = (p - onehot) * w with p = softmax(x) and w = valid * scale, scale the
