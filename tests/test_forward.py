@@ -631,3 +631,15 @@ def test_nn_functions_jvp_and_second_order(name: str, backend: str) -> None:
     _, hv = agnograd.functional.hvp(loss, x, v)
     want = np.tensordot(to_numpy(reverse_over_reverse), to_numpy(v), axes=2)
     np.testing.assert_allclose(to_numpy(hv), want, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hvp_through_a_node_without_jvp_takes_the_double_backward_trick(backend: str) -> None:
+    # Forward mode cannot differentiate the fallback's tangents again (reverse over
+    # forward watches them): hvp computes by double backward instead.
+    xp = backend_namespace(backend)
+    x = xp.asarray([1.0, 2.0], dtype=xp.float64)
+    v = xp.asarray([1.0, 0.5], dtype=xp.float64)
+    value, product = agnograd.functional.hvp(lambda a: F.sum(Cube().apply((a,))[0]), x, v)
+    np.testing.assert_allclose(to_numpy(value), 9.0)
+    np.testing.assert_allclose(to_numpy(product), [6.0, 6.0])  # diag(6 x) v

@@ -378,6 +378,23 @@ def hvp(
         return _hvp_by_double_backward(func, inputs, is_inputs_tuple, v, create_graph, strict)
     xs = _prepare(inputs, is_inputs_tuple, "hvp", create_graph)
     vs = _hessian_v(v, xs, is_inputs_tuple, "hvp", create_graph)
+    try:
+        return _hvp_by_forward_mode(func, xs, vs, is_inputs_tuple, create_graph)
+    except NotImplementedError:
+        # A node without a jvp that forward mode can run on a reverse graph: the
+        # double-backward trick needs only its double backward.
+        return _hvp_by_double_backward(func, inputs, is_inputs_tuple, v, create_graph, strict)
+
+
+def _hvp_by_forward_mode(
+    func: Callable[..., Any],
+    xs: tuple[Variable, ...],
+    vs: tuple[Any, ...],
+    is_inputs_tuple: bool,
+    create_graph: bool,
+) -> tuple[Any, Any]:
+    """:func:`hvp` with forward mode: reverse over forward where it can, else forward
+    over reverse."""
     if not any(_is_complex(x) for x in xs):
         # Reverse over forward: for a real f of real inputs, H v is the gradient of
         # the derivative along v (H is symmetric): one forward pass with tangents, the
@@ -402,12 +419,7 @@ def hvp(
         )
 
     # Forward over reverse: the derivative of the gradient along v, in one pass.
-    try:
-        _, hs = _forward.jvp(gradient, xs, vs)
-    except NotImplementedError:
-        # A node of the gradient without a jvp that forward mode can run on a
-        # reverse graph: the double-backward trick needs only its double backward.
-        return _hvp_by_double_backward(func, inputs, is_inputs_tuple, v, create_graph, strict)
+    _, hs = _forward.jvp(gradient, xs, vs)
     return _finish(value, create_graph)[0], _unpack(_finish(hs, create_graph), is_inputs_tuple)
 
 
