@@ -20,7 +20,8 @@ from agnograd.core._variable import Variable
 from agnograd.functions import identity
 from agnograd.transforms._constants import _map, constants, devices_of
 from agnograd.transforms._symbolic import is_symbolic
-from agnograd.transforms._transforms import _leaf, _tree_leaves, _tree_unflatten, forward_levels
+from agnograd.transforms._transforms import _leaf, forward_levels
+from agnograd.transforms._trees import _tree_leaves, _tree_unflatten
 
 
 def argnums_tuple(argnums: Any, op: str) -> tuple[int, ...]:

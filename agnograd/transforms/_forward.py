@@ -47,11 +47,9 @@ from agnograd.functions._core import Binary, Unary, conjugate, is_complex
 from agnograd.functions._namespace import namespace_of
 from agnograd.transforms._arguments import split_aux
 from agnograd.transforms._transforms import (
-    _tree_arrays,
-    _tree_leaves,
-    _tree_unflatten,
     is_floating,
 )
+from agnograd.transforms._trees import _tree_arrays, _tree_leaves, _tree_unflatten
 
 #: A tangent rule: ``rule(level, func, inputs, outputs, tangents, xp)`` gives one
 #: tangent per output (None for a zero), of arrays or Variables as the inputs are.

@@ -36,12 +36,10 @@ from agnograd.transforms._transforms import (
     _jacobian_by_rows,
     _one_hot,
     _size,
-    _tree_arrays,
-    _tree_leaves,
-    _tree_unflatten,
     _validate_v,
     _zeros_like,
 )
+from agnograd.transforms._trees import _tree_arrays, _tree_leaves, _tree_unflatten
 
 
 def grad(

@@ -9,6 +9,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agnograd.backends._backend import dtype_name
 from agnograd.core._variable import Variable
 from agnograd.transforms import _forward
 from agnograd.transforms._arguments import argnums_tuple, differentiate, own, split_aux
@@ -18,7 +19,6 @@ from agnograd.transforms._symbolic import building, recording, recording_for
 from agnograd.transforms._transforms import (
     Arrays,
     _as_tuple,
-    _check_value,
     _default_v,
     _derivative,
     _differentiable,
@@ -34,11 +34,11 @@ from agnograd.transforms._transforms import (
     _single_output,
     _transpose,
     _transposed_product,
-    _tree_arrays,
     _unpack,
     _validate_v,
     _zeros_like,
 )
+from agnograd.transforms._trees import _tree_arrays
 
 # --- torch.autograd.functional ------------------------------------------------------
 
@@ -561,3 +561,22 @@ def value_and_grad_of(
         return d.given(out_value), d.nest(d.given(grads))
 
     return value_and_grad_fun
+
+
+def _check_value(value: Any, op: str = "value_and_grad", fun: str = "fun") -> None:
+    if not isinstance(value, Variable):
+        raise TypeError(
+            f"{op}: {fun} must return a Variable (computed from its arguments "
+            f"with x.__array_namespace__() or agnograd.functions), got {type(value).__name__}"
+        )
+    if tuple(value.shape or ()) != ():
+        raise TypeError(
+            f"{op}: the gradient is defined only for a function with a scalar "
+            f"output, but {fun}'s output has shape {tuple(value.shape or ())}; reduce it, "
+            "e.g. with xp.sum, or use agnograd.func.vjp or jacrev for a non-scalar output"
+        )
+    if not value.xp.isdtype(value.dtype, "real floating"):
+        raise TypeError(
+            f"{op}: {fun}'s output must have a real floating dtype, got "
+            f"{dtype_name(value.dtype)}; use agnograd.func.vjp for complex outputs"
+        )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeAlias, cast
 
 from agnograd.backends._backend import Array, backend_name, dtype_name, is_array, raw_namespace
@@ -588,63 +588,3 @@ def _transposed_product(
 
 
 # --- value_and_grad ----------------------------------------------------------------
-
-
-def _check_value(value: Any, op: str = "value_and_grad", fun: str = "fun") -> None:
-    if not isinstance(value, Variable):
-        raise TypeError(
-            f"{op}: {fun} must return a Variable (computed from its arguments "
-            f"with x.__array_namespace__() or agnograd.functions), got {type(value).__name__}"
-        )
-    if tuple(value.shape or ()) != ():
-        raise TypeError(
-            f"{op}: the gradient is defined only for a function with a scalar "
-            f"output, but {fun}'s output has shape {tuple(value.shape or ())}; reduce it, "
-            "e.g. with xp.sum, or use agnograd.func.vjp or jacrev for a non-scalar output"
-        )
-    if not value.xp.isdtype(value.dtype, "real floating"):
-        raise TypeError(
-            f"{op}: {fun}'s output must have a real floating dtype, got "
-            f"{dtype_name(value.dtype)}; use agnograd.func.vjp for complex outputs"
-        )
-
-
-def _tree_leaves(tree: Any, where: str, op: str = "value_and_grad") -> list[Any]:
-    """The arrays and Variables of a tuple/list/dict nest, in order."""
-    if isinstance(tree, tuple | list):
-        return [leaf for i, t in enumerate(tree) for leaf in _tree_leaves(t, f"{where}[{i}]", op)]
-    if isinstance(tree, dict):
-        return [leaf for k, t in tree.items() for leaf in _tree_leaves(t, f"{where}[{k!r}]", op)]
-    if isinstance(tree, Variable) or is_array(tree):
-        return [tree]
-    raise TypeError(
-        f"{op}: {where} is a {type(tree).__name__}; differentiated arguments "
-        "must be arrays or Variables, or tuples, lists or dicts of them (convert Python "
-        "numbers first, e.g. np.asarray(1.0))"
-    )
-
-
-def _tree_unflatten(tree: Any, leaves: Iterator[Any]) -> Any:
-    """``tree``'s structure with its leaves taken from ``leaves`` in order."""
-    if isinstance(tree, tuple | list):
-        return _rebuilt(tree, [_tree_unflatten(t, leaves) for t in tree])
-    if isinstance(tree, dict):
-        return {k: _tree_unflatten(t, leaves) for k, t in tree.items()}
-    return next(leaves)
-
-
-def _tree_arrays(tree: Any) -> Any:
-    """``tree`` with its Variables replaced by their arrays."""
-    if isinstance(tree, Variable):
-        return tree.array
-    if isinstance(tree, tuple | list):
-        return _rebuilt(tree, [_tree_arrays(t) for t in tree])
-    if isinstance(tree, dict):
-        return {k: _tree_arrays(t) for k, t in tree.items()}
-    return tree
-
-
-def _rebuilt(tree: tuple[Any, ...] | list[Any], items: list[Any]) -> Any:
-    """A tuple or list of ``tree``'s type holding ``items`` (a namedtuple by field)."""
-    kind = type(tree)
-    return kind(*items) if hasattr(tree, "_fields") else kind(items)
