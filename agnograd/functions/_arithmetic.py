@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING, Any
 from agnograd.backends._backend import SCALARS
 from agnograd.core._fast import apply1, specialise_operator
 from agnograd.core._function import FunctionNode
-from agnograd.core._link import kept_inputs
 from agnograd.core._variable import Variable
 from agnograd.functions._core import conjugate, is_complex
-from agnograd.functions._namespace import namespace_of
+from agnograd.functions._operator_rows import operator_backward, scalar_backward
 from agnograd.functions._rows import Rows
 
 ROWS = Rows(__name__)
@@ -40,17 +39,115 @@ _OPERATORS = {
 }
 
 
+# -- the rules: per operand, d(x1 op x2)/dx_k times gy (conjugated: PyTorch's convention),
+# in the form of the binary rows (_core.Binary), with what each reads. A node with a
+# Python scalar takes its array operand's, the scalar in the other's place.
+
+
+def _gy(xp: Any, x1: Any, x2: Any, y: Any, gy: Any) -> Any:
+    return gy
+
+
+def _minus_gy(xp: Any, x1: Any, x2: Any, y: Any, gy: Any) -> Any:
+    return -gy
+
+
+def _times_x2(xp: Any, x1: Any, x2: Any, y: Any, gy: Any) -> Any:
+    return gy * conjugate(xp, x2)
+
+
+def _times_x1(xp: Any, x1: Any, x2: Any, y: Any, gy: Any) -> Any:
+    return gy * conjugate(xp, x1)
+
+
+def _over_x2(xp: Any, x1: Any, x2: Any, y: Any, gy: Any) -> Any:
+    return gy / conjugate(xp, x2)
+
+
+def _divisor(xp: Any, x1: Any, x2: Any, y: Any, gy: Any) -> Any:
+    x2 = conjugate(xp, x2)
+    return -(gy / x2) * conjugate(xp, x1) / x2
+
+
+def _pow_derivative(xp: Any, x1: Any, x2: Any, i: int, complex_: bool) -> Any:
+    """``d(x1 ** x2)/dx_i``."""
+    if i == 0:
+        if complex_:
+            return x2 * x1 ** (x2 - 1)
+        # The gradient of 0 ** 0 is 0, where the formula gives 0 * inf: a base
+        # of 1 there makes it 0 * 1. Only there: masking all of x2 == 0 would
+        # lose the second derivative d2/dx1dx2 = 1 / x1 at x1 != 0.
+        base = xp.where(xp.logical_and(x2 == 0, x1 == 0), 1.0, x1)
+        return x2 * base ** (x2 - 1)
+    if complex_:
+        return x1**x2 * xp.log(x1)
+    # 0 ** x2 is flat for x2 >= 0, where the formula gives 0 * -inf: a
+    # base of 1 there makes it 1 * log(1) = 0.
+    base = xp.where(xp.logical_and(x1 == 0, x2 >= 0), 1.0, x1)
+    return base**x2 * xp.log(base)
+
+
+def _pow_base(xp: Any, x1: Any, x2: Any, y: Any, gy: Any) -> Any:
+    return gy * conjugate(xp, _pow_derivative(xp, x1, x2, 0, is_complex(gy)))
+
+
+def _pow_exponent(xp: Any, x1: Any, x2: Any, y: Any, gy: Any) -> Any:
+    return gy * conjugate(xp, _pow_derivative(xp, x1, x2, 1, is_complex(gy)))
+
+
+def _pow_constant(xp: Any, x: Any, c: Any, y: Any, gy: Any) -> Any:
+    # x ** 2 and x ** 0 exactly (the formula gives 2 * x ** 1, and 0 * inf at 0).
+    if c == 2:
+        return gy * 2 * conjugate(xp, x)
+    if c == 0:
+        return xp.zeros_like(gy)
+    return gy * conjugate(xp, c * x ** (c - 1))
+
+
+def _log(value: Any) -> Any:
+    if type(value) is complex:
+        return cmath.log(value)
+    return math.log(value) if value > 0 else math.nan
+
+
+def _pow_from_constant(xp: Any, c: Any, x: Any, y: Any, gy: Any) -> Any:
+    if c == 0:  # 0 ** x is flat for x >= 0
+        return xp.where(x >= 0, 0.0, -math.inf * gy)
+    return gy * conjugate(xp, y) * _log(c).conjugate()
+
+
+# The Operator class of each symbol, whose rules its nodes with a scalar take.
+_BY_SYMBOL: dict[str, type[Operator]] = {}
+
+
 class Operator(FunctionNode):
-    """The node of ``x1 {symbol} x2``, a Python operator between two arrays."""
+    """The node of ``x1 {symbol} x2``, a Python operator between two arrays: a row of
+    two operands, whose ``rules`` (and what each ``reads``) give what it keeps, its
+    backward (agnograd.functions._operator_rows), its tangents and a plan's lines."""
 
     broadcasts = True
     #: The operator, which the fast path writes into the function of the node.
     symbol: str
+    rules: tuple[Any, Any]
+    reads: tuple[str, str]
+    which = (0, 1)  # the operands that are inputs (as Binary's)
+    _row_backward: Callable[..., tuple[Any, ...]]  # the backward its rules made
     _operator: Callable[[Any, Any], Any]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._operator = staticmethod(_OPERATORS[cls.symbol])
+        operands = [tuple(k for k in (0, 1) if f"x{k + 1}" in r.split()) for r in cls.reads]
+        cls._retain_in = tuple(sorted(set().union(*operands)))
+        cls._retain_out = (0,) if any("y" in r.split() for r in cls.reads) else ()
+        if any(r != cls._retain_in for r in operands):  # each keeps what its gradient reads
+            cls._gradient_reads = tuple(operands)
+        if "backward" not in vars(cls):  # (a subclass's own stays)
+            cls.backward = cls._row_backward = operator_backward(cls)  # type: ignore[method-assign]
+        _BY_SYMBOL[cls.symbol] = cls
+
+    def _fill(self, arrays: Any) -> Any:
+        return arrays
 
     def _forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
         return self._operator(x1, x2)
@@ -61,7 +158,7 @@ class Operator(FunctionNode):
 
 def sum_of_tangents(xp: Any, tangents: Any, y: Any, negated: tuple[int, ...] = ()) -> Any:
     """The sum of ``tangents`` (less those at ``negated``) in ``y``'s shape: forward
-    mode's rule of ``+`` and ``-`` (an input without a tangent, None, adds nothing)."""
+    mode's rule of a sum (an input without a tangent, None, adds nothing)."""
     total = None
     for i, t in enumerate(tangents):
         if t is not None:
@@ -72,39 +169,22 @@ def sum_of_tangents(xp: Any, tangents: Any, y: Any, negated: tuple[int, ...] = (
     return total
 
 
-class Add(Operator):
-    symbol = "+"
-
-    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
-        t1, t2 = tangents
-        if t1 is not None and t2 is not None:
-            return (t1 + t2,)  # the common case at once: broadcast as the inputs were
-        return (sum_of_tangents(xp, tangents, outputs[0]),)
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return grad_outputs * len(indexes)
-
-
 class WithScalar(FunctionNode):
     """The node of ``x {symbol} value`` (``value {symbol} x`` where ``reflected``), a
-    Python operator between an array and the Python scalar ``value``."""
+    Python operator between an array and the Python scalar ``value``: the rule of
+    its operator's operand that is the array, ``value`` the other (see Operator)."""
 
     __slots__ = ("value",)
     symbol: str
     reflected = False
+    rules: tuple[Any, Any]
+    reads: tuple[str, str]
+    which: tuple[int]
+    _row_backward: Callable[..., tuple[Any, ...]]  # the backward its rule made
     # The 0-d array that the eager forward took for ``value`` (agnograd.core._fast's
-    # specialise_operator), or None where it took the number: see _times.
+    # specialise_operator), or None where it took the number: the backward reads it
+    # in place of the number where it has the gradient's dtype.
     _operand: Any = None
-
-    def _times(self, gy: Any) -> Any:
-        """What the backward multiplies ``gy`` by (or divides it by): the forward's
-        0-d array for ``value`` where it has ``gy``'s dtype (its own conjugate, the
-        number being real), else the number's conjugate (another run of the node,
-        say with float64 data after float32, may have kept another dtype's)."""
-        operand = self._operand
-        if operand is not None and operand.dtype is gy.dtype:
-            return operand
-        return self.value.conjugate()
 
     _gradients_fit = True  # elementwise, of one array
     _operator: Callable[[Any, Any], Any]
@@ -115,6 +195,19 @@ class WithScalar(FunctionNode):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._operator = staticmethod(_OPERATORS[cls.symbol])
+        if "rules" not in vars(cls):
+            cls.rules, cls.reads = _BY_SYMBOL[cls.symbol].rules, _BY_SYMBOL[cls.symbol].reads
+        k = 1 if cls.reflected else 0
+        cls.which = (k,)
+        reads = cls.reads[k].split()
+        if "_retain_in" not in vars(cls):
+            cls._retain_in = (0,) if f"x{k + 1}" in reads else ()
+        cls._retain_out = (0,) if "y" in reads else ()
+        if "backward" not in vars(cls):  # (a subclass's own stays)
+            cls.backward = cls._row_backward = scalar_backward(cls)  # type: ignore[method-assign]
+
+    def _fill(self, arrays: Any) -> Any:
+        return (self.value, arrays[0]) if self.reflected else (arrays[0], self.value)
 
     def _forward1(self, xp: Any, x: Any) -> Any:
         return self._operator(self.value, x) if self.reflected else self._operator(x, self.value)
@@ -123,76 +216,41 @@ class WithScalar(FunctionNode):
         return (self._forward1(self.xp, inputs[0]),)
 
 
+class Add(Operator):
+    symbol = "+"
+    rules = (_gy, _gy)
+    reads = ("", "")
+
+
 class AddConstant(WithScalar):
     symbol = "+"
-
-    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
-        return tuple(tangents)
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return grad_outputs
 
 
 class Sub(Operator):
     symbol = "-"
-
-    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
-        t1, t2 = tangents
-        if t1 is not None and t2 is not None:
-            return (t1 - t2,)  # as Add's
-        return (sum_of_tangents(xp, tangents, outputs[0], (1,)),)
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        (gy,) = grad_outputs
-        return tuple([gy if i == 0 else -gy for i in indexes])
+    rules = (_gy, _minus_gy)
+    reads = ("", "")
 
 
 class SubConstant(WithScalar):
     symbol = "-"
-
-    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
-        return tuple(tangents)
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return grad_outputs
 
 
 class SubFromConstant(WithScalar):
     symbol = "-"
     reflected = True
 
-    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
-        return (-tangents[0],)
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (-grad_outputs[0],)
-
 
 class Mul(Operator):
     symbol = "*"
-    bilinear = True  # forward mode: t1 * x2 + x1 * t2
-    _retain_in = (0, 1)
-    _gradient_reads = ((1,), (0,))  # each operand's gradient reads the other
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        x0, x1 = kept_inputs(self, indexes)
-        (gy,) = grad_outputs
-        if is_complex(gy):
-            xp = namespace_of(gy)
-            x0 = None if x0 is None else conjugate(xp, x0)  # (None: not kept, not read)
-            x1 = None if x1 is None else conjugate(xp, x1)
-        if indexes == (0, 1):  # the common case written out: a comprehension costs a frame
-            return (gy * x1, gy * x0)
-        return tuple([gy * (x1 if i == 0 else x0) for i in indexes])
+    bilinear = True  # forward mode: t1 * x2 + x1 * t2 (no conjugation of complex tangents)
+    rules = (_times_x2, _times_x1)
+    reads = ("x2", "x1")
 
 
 class MulConstant(WithScalar):
     symbol = "*"
     linear = True  # forward mode: applied to the tangent
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        gy = grad_outputs[0]
-        return (gy * self._times(gy),)
 
 
 class MulFromConstant(MulConstant):
@@ -204,148 +262,44 @@ class MulFromConstant(MulConstant):
 
 class Div(Operator):
     symbol = "/"
-    _retain_in = (0, 1)
-    _gradient_reads = ((1,), (0, 1))  # x0's gradient reads x1 alone
-
-    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
-        # d(x0 / x1) = (t0 - y t1) / x1
-        (t0, t1), x1, y = tangents, inputs[1], outputs[0]
-        top = t0 if t1 is None else -y * t1 if t0 is None else t0 - y * t1
-        return (sum_of_tangents(xp, (top / x1,), y),)
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        x0, x1 = kept_inputs(self, indexes)
-        (gy,) = grad_outputs
-        if is_complex(gy):
-            xp = namespace_of(gy)
-            x0 = None if x0 is None else conjugate(xp, x0)  # (None: not kept, not read)
-            x1 = None if x1 is None else conjugate(xp, x1)
-        gx0 = gy / x1
-        return tuple([gx0 if i == 0 else -gx0 * x0 / x1 for i in indexes])
+    rules = (_over_x2, _divisor)
+    reads = ("x2", "x1 x2")
 
 
 class DivConstant(WithScalar):
     symbol = "/"
     linear = True  # forward mode: applied to the tangent
 
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        gy = grad_outputs[0]
-        return (gy / self._times(gy),)
-
 
 class DivFromConstant(WithScalar):
     symbol = "/"
     reflected = True
-    _retain_in = (0,)
-    _retain_out = (0,)
-
-    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
-        return (-tangents[0] * (outputs[0] / inputs[0]),)
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        (x,) = self.get_retained_inputs()
-        (y,) = self.get_retained_outputs()
-        gy = grad_outputs[0]
-        return (-gy * conjugate(namespace_of(gy), y / x),)
 
 
 class Pow(Operator):
     symbol = "**"
-    _retain_in = (0, 1)
-
-    @staticmethod
-    def _derivative(xp: Any, x0: Any, x1: Any, i: int, complex_: bool) -> Any:
-        """``d(x0 ** x1)/dx_i``, which backward conjugates and forward mode takes."""
-        if i == 0:
-            if complex_:
-                return x1 * x0 ** (x1 - 1)
-            # The gradient of 0 ** 0 is 0, where the formula gives 0 * inf: a base
-            # of 1 there makes it 0 * 1. Only there: masking all of x1 == 0 would
-            # lose the second derivative d2/dx0dx1 = 1 / x0 at x0 != 0.
-            base = xp.where(xp.logical_and(x1 == 0, x0 == 0), 1.0, x0)
-            return x1 * base ** (x1 - 1)
-        if complex_:
-            return x0**x1 * xp.log(x0)
-        # 0 ** x1 is flat for x1 >= 0, where the formula gives 0 * -inf: a
-        # base of 1 there makes it 1 * log(1) = 0.
-        base = xp.where(xp.logical_and(x0 == 0, x1 >= 0), 1.0, x0)
-        return base**x1 * xp.log(base)
-
-    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
-        x0, x1 = inputs
-        complex_ = is_complex(outputs[0])
-        terms = [
-            t * self._derivative(xp, x0, x1, i, complex_)
-            for i, t in enumerate(tangents)
-            if t is not None
-        ]
-        return (sum_of_tangents(xp, terms, outputs[0]),)
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        x0, x1 = self.get_retained_inputs()
-        (gy,) = grad_outputs
-        xp = namespace_of(gy)
-        complex_ = is_complex(gy)
-        return tuple(
-            [gy * conjugate(xp, self._derivative(xp, x0, x1, i, complex_)) for i in indexes]
-        )
+    rules = (_pow_base, _pow_exponent)
+    reads = ("x1 x2", "x1 x2")
 
 
 class PowConstant(WithScalar):
     symbol = "**"
-    _retain_in = (0,)
-
-    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
-        (x,), (t,), c = inputs, tangents, self.value
-        if c == 2:
-            return (t * 2 * x,)
-        if c == 0:
-            return (xp.zeros_like(t),)
-        return (t * (c * x ** (c - 1)),)
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        (x,) = self.get_retained_inputs()
-        gy = grad_outputs[0]
-        c = self.value
-        if c == 2:
-            return (gy * 2 * conjugate(namespace_of(gy), x),)
-        if c == 0:
-            return (namespace_of(gy).zeros_like(gy),)
-        return (gy * conjugate(namespace_of(gy), c * x ** (c - 1)),)
+    rules = (_pow_constant, None)
+    reads = ("x1", "")
 
 
 class PowFromConstant(WithScalar):
     symbol = "**"
     reflected = True
+    rules = (None, _pow_from_constant)
+    reads = ("", "x2 y")
+    # Its rule reads x only where value is 0 (0 ** x is flat for x >= 0): kept there.
+    _retain_in = ()
 
     def __init__(self, value: Any) -> None:
         super().__init__(value)
         if value == 0:
-            # 0 ** x is flat for x >= 0: the rule needs x to say where.
             self._retain_in = (0,)
-
-    _retain_out = (0,)
-
-    def _log_value(self) -> Any:
-        value = self.value
-        if type(value) is complex:
-            return cmath.log(value)
-        return math.log(value) if value > 0 else math.nan
-
-    def _jvp(self, xp: Any, inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
-        (t,) = tangents
-        if self.value == 0:
-            return (xp.where(inputs[0] >= 0, 0.0, -math.inf * t),)
-        return (t * outputs[0] * self._log_value(),)
-
-    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        (y,) = self.get_retained_outputs()
-        gy = grad_outputs[0]
-        xp = namespace_of(gy)
-        if self.value == 0:
-            (x,) = self.get_retained_inputs()
-            return (xp.where(x >= 0, 0.0, -math.inf * gy),)
-        return (gy * conjugate(xp, y) * self._log_value().conjugate(),)
 
 
 def _operator(

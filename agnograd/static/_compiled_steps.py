@@ -1,8 +1,9 @@
 """The lines of a compiled plan's steps (see :mod:`agnograd.static._compiled`).
 
 One step per function of the graph, forward and backward: lines of their own for
-the common elementwise nodes (the namespace's unary functions, ``+``, ``-``, ``*``
-and their forms with a Python scalar, their rules traced into the lines), a call of
+the common elementwise nodes (the namespace's unary functions, ``+``, ``-``, ``*``,
+``/`` and their forms with a Python scalar that keep nothing, their rules traced
+into the lines), a call of
 the node's own ``forward`` or ``backward`` for every other; then the lines that
 give the graph's nodes their arrays, and the Python functions made of them.
 """
@@ -26,20 +27,10 @@ from agnograd.core._engine_loop import (
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.core._variable_node import VariableNode
-from agnograd.functions._arithmetic import (
-    Add,
-    AddConstant,
-    DivConstant,
-    Mul,
-    MulConstant,
-    MulFromConstant,
-    Sub,
-    SubConstant,
-    SubFromConstant,
-)
+from agnograd.functions._arithmetic import Operator, WithScalar
 from agnograd.functions._core import Unary
 from agnograd.static._buffers import _unlinked, set_node_data
-from agnograd.static._compiled_trace import trace_rule
+from agnograd.static._compiled_trace import trace, trace_rule
 
 Step = Callable[..., None]
 
@@ -242,11 +233,12 @@ def _forward_code(
             else:
                 compute = bind(func.compute)  # type: ignore[attr-defined]
                 line = f"buf[{o}] = {compute}({bind(xp)}, buf[{ins[0]}])"
-        elif cls in _WITH_SCALAR and same:
-            value = bind(func.value)  # type: ignore[attr-defined]
-            line = f"buf[{o}] = " + _WITH_SCALAR[cls][0].format(x=f"buf[{ins[0]}]", c=value)
-        elif cls in _BINARY and len(ins) == 2 and (cls is not Mul or _real(func)):
-            line = f"buf[{o}] = buf[{ins[0]}] {_BINARY[cls]} buf[{ins[1]}]"
+        elif _own_scalar(func) and same:
+            x, c = f"buf[{ins[0]}]", bind(func.value)  # type: ignore[attr-defined]
+            a, b = (c, x) if func.reflected else (x, c)  # type: ignore[attr-defined]
+            line = f"buf[{o}] = {a} {cls.symbol} {b}"  # type: ignore[attr-defined]
+        elif _own_operator(func):
+            line = f"buf[{o}] = buf[{ins[0]}] {cls.symbol} buf[{ins[1]}]"  # type: ignore[attr-defined]
     if line is None:
         return [f"{bind(_generic_forward(func, ins, outs, saves))}(buf)"], False
     if not (saves and saves_in_node and (func._retain_in or func._retain_out)):
@@ -268,6 +260,29 @@ def _real(func: FunctionNode) -> bool:
     """Whether no input of ``func`` is complex."""
     xp = func.xp
     return not any(xp.isdtype(n.dtype, "complex floating") for n in func.inputs or ())
+
+
+def _own_scalar(func: FunctionNode) -> bool:
+    """Whether ``func`` is an operator's node with a Python scalar that keeps nothing
+    (its plan's lines then keep nothing either)."""
+    return (
+        isinstance(func, WithScalar)
+        and type(func).forward is WithScalar.forward
+        and not (func._retain_in or func._retain_out)
+    )
+
+
+def _own_operator(func: FunctionNode) -> bool:
+    """Whether ``func`` is an operator's node of two arrays whose rules trace (of real
+    arrays where they read them: the complex ones conjugate)."""
+    cls = type(func)
+    return (
+        isinstance(func, Operator)
+        and cls.forward is Operator.forward
+        and cls.backward is cls._row_backward  # type: ignore[attr-defined]
+        and len(func.inputs or ()) == 2
+        and (not func._retain_in or _real(func))
+    )
 
 
 def _own_unary(func: FunctionNode) -> bool:
@@ -305,22 +320,6 @@ def _generic_forward(
             func._saved_versions = None
 
     return step
-
-
-# class -> (its forward, its gradient): the nodes of an array and a Python scalar
-# ``c``, whose gradient is ``value.conjugate()`` (bound as ``c`` in the backward).
-_WITH_SCALAR: dict[type, tuple[str, str]] = {
-    cls: (f"{{c}} {cls.symbol} {{x}}" if cls.reflected else f"{{x}} {cls.symbol} {{c}}", gradient)
-    for cls, gradient in [
-        (MulConstant, "gy * {c}"),
-        (MulFromConstant, "gy * {c}"),
-        (AddConstant, "gy"),
-        (SubConstant, "gy"),
-        (DivConstant, "gy / {c}"),
-        (SubFromConstant, "-gy"),
-    ]
-}
-_BINARY: dict[type, str] = {cls: cls.symbol for cls in (Add, Sub, Mul)}
 
 
 # -- backward steps -------------------------------------------------------------
@@ -386,19 +385,24 @@ def _backward_code(
         traced = trace_rule(func.rule, func.xp, x, y, out_node.dtype, bind)
         body += traced or [f"gx = {bind(func.rule)}({bind(func.xp)}, {x}, {y}, gy)"]
         body += _accumulate(ins[0], state)
-    elif cls in _WITH_SCALAR:
-        value = bind(func.value.conjugate())  # type: ignore[attr-defined]
-        body.append("gx = " + _WITH_SCALAR[cls][1].format(c=value))
+    elif isinstance(func, WithScalar):  # keeps nothing (_own_scalar): the scalar bound
+        (k,) = cls.which  # type: ignore[attr-defined]
+        rule = cls.rules[k]  # type: ignore[attr-defined]
+        value = func.value  # type: ignore[attr-defined]
+        args = ("None", value) if k == 0 else (value, "None")
+        traced = trace(rule, func.xp, (*args, "None"), out_node.dtype, bind)
+        given = ("None", bind(value)) if k == 0 else (bind(value), "None")
+        call = f"{bind(rule)}({bind(func.xp)}, {given[0]}, {given[1]}, None, gy)"
+        body += traced or [f"gx = {call}"]
         body += _accumulate(ins[0], state)
-    else:
-        a, b = ins
-        if cls is Mul:
-            uses = [a, b]
+    else:  # an Operator (_own_operator): its rules traced, on the slots they read
+        args = tuple(f"buf[{ins[j]}]" if j in func._retain_in else "None" for j in (0, 1))
+        uses = [ins[j] for j in func._retain_in]
         for i in indexes:
-            if cls is Mul:
-                body.append(f"gx = gy * buf[{b if i == 0 else a}]")
-            else:
-                body.append("gx = -gy" if cls is Sub and i == 1 else "gx = gy")
+            rule = cls.rules[i]  # type: ignore[attr-defined]
+            traced = trace(rule, func.xp, (*args, "None"), out_node.dtype, bind)
+            call = f"{bind(rule)}({bind(func.xp)}, {args[0]}, {args[1]}, None, gy)"
+            body += traced or [f"gx = {call}"]
             fix = _fix(func, i, out_node)
             if fix is not None:
                 body.append(f"gx = {bind(fix)}(gx)")

@@ -1,9 +1,11 @@
 """Gradient rules traced into straight-line code for :mod:`agnograd.static._compiled`.
 
-A rule of the elementwise rows (``rule(xp, x, y, gy)``) is called once with a
-namespace that writes down each array operation instead of running it; the plan
-then runs those lines, the same operations in the same order, without the calls of
-the rule and its helpers.
+A rule of the elementwise rows (``rule(xp, x, y, gy)``, or of an operand of two,
+``rule(xp, x1, x2, y, gy)``: those of ``+``, ``-``, ``*``, ``/`` and ``**`` too) is
+called once with a namespace that writes down each array operation instead of
+running it; the plan then runs those lines, the same operations in the same order,
+without the calls of the rule and its helpers. A Python scalar among the arguments
+(the constant of ``x * 2.0``) is passed as it is: the lines read it as a bound name.
 """
 
 from __future__ import annotations
@@ -59,8 +61,21 @@ class _Sym:
     def __rtruediv__(self, other: Any) -> _Sym:
         return self._op(other, "/", True)
 
+    def __pow__(self, other: Any) -> _Sym:
+        return self._op(other, "**")
+
+    def __rpow__(self, other: Any) -> _Sym:
+        return self._op(other, "**", True)
+
     def __neg__(self) -> _Sym:
         return self._tracer.emit(f"-{self.name}")
+
+    def _compared(self, other: Any) -> Any:
+        # Without these, Python would compare identities and answer False.
+        raise _UntraceableError("a rule compares arrays")
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _compared  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]
 
 
 class _Tracer:
@@ -104,15 +119,31 @@ def trace_rule(
     """The lines of ``rule(xp, x, y, gy)`` as straight-line code computing ``gx``: the
     same array operations in the same order, without the calls of the rule and its
     helpers (``conjugate`` of a real array is no operation). None if the rule does
-    something else than elementwise arithmetic and namespace calls."""
+    something else than elementwise arithmetic and namespace calls, or nothing."""
+    lines = trace(rule, xp, (x, y), dtype, bind)
+    return None if lines is None or lines == ["gx = gy"] else lines
+
+
+def trace(
+    rule: Any, xp: Any, args: tuple[Any, ...], dtype: Any, bind: Callable[[Any], str]
+) -> list[str] | None:
+    """The lines of ``rule(xp, *args, gy)`` computing ``gx`` (see :func:`trace_rule`),
+    where each of ``args`` is the name of an array of ``dtype`` in the lines, ``"None"``
+    (the rule does not read it) or a Python scalar, passed as it is; ``gx = gy`` where
+    the rule gives ``gy`` itself. None if the rule cannot be traced."""
     tracer = _Tracer(xp, dtype, bind)
     try:
-        sym = {name: None if name == "None" else _Sym(tracer, name, dtype) for name in (x, y)}
-        gx = rule(tracer, sym[x], sym[y], _Sym(tracer, "gy", dtype))
+        values = [
+            a if not isinstance(a, str) else None if a == "None" else _Sym(tracer, a, dtype)
+            for a in args
+        ]
+        gx = rule(tracer, *values, _Sym(tracer, "gy", dtype))
     except Exception:  # anything the tracer cannot follow: the rule is called instead
         return None
-    if not isinstance(gx, _Sym) or gx.name == "gy" or not tracer.lines:
+    if not isinstance(gx, _Sym) or (gx.name != "gy" and not tracer.lines):
         return None
+    if gx.name == "gy":
+        return ["gx = gy"]
     return _inlined(tracer.lines, gx.name)
 
 

@@ -10,7 +10,8 @@ with it; a Variable without one has a zero tangent, which is never allocated.
 
 Where a node's tangent rule comes from, read from its class (the declaration):
 
-- an elementwise row of one or two arrays (``_core.Unary``, ``_core.Binary``): its
+- an elementwise row of one or two arrays (``_core.Unary``, ``_core.Binary``, and the
+  arithmetic operators' nodes, ``_arithmetic.Operator`` and ``WithScalar``): its
   gradient rule with the tangent in place of the gradient (no new code). Complex
   rules follow PyTorch's convention (the rule of a holomorphic ``f`` multiplies by
   ``conj(f'(z))``), so the tangent is ``conj(rule(conj(t)))``, and its real part
@@ -43,6 +44,7 @@ from agnograd.core._function import FunctionNode
 from agnograd.core._hooks import FunctionHook
 from agnograd.core._variable import Variable, _new_variable
 from agnograd.functions import _misc
+from agnograd.functions._arithmetic import Operator, WithScalar
 from agnograd.functions._core import Binary, Unary, conjugate, is_complex
 from agnograd.functions._namespace import namespace_of
 from agnograd.transforms._arguments import split_aux
@@ -254,7 +256,8 @@ def _binary(func: Any, xs: Any, ys: Any, ts: Any, xp: Any, watched: bool) -> tup
         rule = func.rules[func.which[i]]
         if t is None or rule is None:
             continue
-        ty = _by_rule(rule, xp, is_complex(xs[i]), y, t, x1, x2, y)
+        # (A real operand of a complex result, x * 1j, has the complex rule too.)
+        ty = _by_rule(rule, xp, is_complex(xs[i]) or is_complex(y), y, t, x1, x2, y)
         total = ty if total is None else total + ty
     return (None if total is None else _fit(xp, total, y),)
 
@@ -431,6 +434,8 @@ def _rule_of(cls: type) -> TangentRule:
             rule = _linear
         elif getattr(cls, "bilinear", False):
             rule = _bilinear
+        elif issubclass(cls, Operator | WithScalar):
+            rule = _binary
         elif getattr(cls, "_jvp", None) is not None:
             rule = _formula
         elif getattr(cls, "jvp", None) is not None:
