@@ -294,7 +294,7 @@ class PowFromConstant(WithScalar):
     rules = (None, _pow_from_constant)
     reads = ("", "x2 y")
     # Its rule reads x only where value is 0 (0 ** x is flat for x >= 0): kept there.
-    _retain_in = ()
+    _retain_in: tuple[int, ...] = ()
 
     def __init__(self, value: Any) -> None:
         super().__init__(value)

@@ -96,10 +96,12 @@ def operator_backward(cls: Any) -> Any:
     """The backward of the operator class ``cls`` (two array inputs): its ``rules``
     traced, each read from what the node kept."""
     rules, reads = cls.rules, cls.reads
-    args = tuple("x" + k if "x" + k in set().union(*map(str.split, reads)) else "None" for k in "12")
+    read = set().union(*map(str.split, reads))
+    args = tuple(f"x{k}" if f"x{k}" in read else "None" for k in (1, 2))
     y = "y" if any("y" in r.split() for r in reads) else "None"
     names: dict[str, Any] = {}
-    real, complex_ = [], []
+    real: list[Any] = []
+    complex_: list[Any] = []
     for rule in rules:
         complex_.append(_traced(rule, (*args, y), _COMPLEX, dict(names)))
         real.append(_traced(rule, (*args, y), _REAL, names))
@@ -117,7 +119,7 @@ def operator_backward(cls: Any) -> Any:
         head.append("xp = namespace_of(gy)")
     body = []
     for which in ((0, 1), (0,), (1,)):
-        lines = [line for i in which for line in _renamed(real[i], f"g{i}")]  # type: ignore[arg-type]
+        lines = [line for i in which for line in _renamed(real[i], f"g{i}")]
         result = "".join(f"g{i}, " for i in which)
         body += [f"if indexes == {which}:", *["    " + line for line in lines]]
         body.append(f"    return ({result})")

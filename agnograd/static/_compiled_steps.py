@@ -386,9 +386,8 @@ def _backward_code(
         body += traced or [f"gx = {bind(func.rule)}({bind(func.xp)}, {x}, {y}, gy)"]
         body += _accumulate(ins[0], state)
     elif isinstance(func, WithScalar):  # keeps nothing (_own_scalar): the scalar bound
-        (k,) = cls.which  # type: ignore[attr-defined]
-        rule = cls.rules[k]  # type: ignore[attr-defined]
-        value = func.value  # type: ignore[attr-defined]
+        (k,) = func.which
+        rule, value = func.rules[k], func.value
         args = ("None", value) if k == 0 else (value, "None")
         traced = trace(rule, func.xp, (*args, "None"), out_node.dtype, bind)
         given = ("None", bind(value)) if k == 0 else (bind(value), "None")
@@ -396,12 +395,12 @@ def _backward_code(
         body += traced or [f"gx = {call}"]
         body += _accumulate(ins[0], state)
     else:  # an Operator (_own_operator): its rules traced, on the slots they read
-        args = tuple(f"buf[{ins[j]}]" if j in func._retain_in else "None" for j in (0, 1))
+        kept = [f"buf[{ins[j]}]" if j in func._retain_in else "None" for j in (0, 1)]
         uses = [ins[j] for j in func._retain_in]
         for i in indexes:
             rule = cls.rules[i]  # type: ignore[attr-defined]
-            traced = trace(rule, func.xp, (*args, "None"), out_node.dtype, bind)
-            call = f"{bind(rule)}({bind(func.xp)}, {args[0]}, {args[1]}, None, gy)"
+            traced = trace(rule, func.xp, (*kept, "None"), out_node.dtype, bind)
+            call = f"{bind(rule)}({bind(func.xp)}, {kept[0]}, {kept[1]}, None, gy)"
             body += traced or [f"gx = {call}"]
             fix = _fix(func, i, out_node)
             if fix is not None:

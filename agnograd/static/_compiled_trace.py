@@ -74,7 +74,7 @@ class _Sym:
         # Without these, Python would compare identities and answer False.
         raise _UntraceableError("a rule compares arrays")
 
-    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _compared  # type: ignore[assignment]
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _compared
     __hash__ = None  # type: ignore[assignment]
 
 

@@ -257,7 +257,10 @@ def _binary(func: Any, xs: Any, ys: Any, ts: Any, xp: Any, watched: bool) -> tup
         if t is None or rule is None:
             continue
         # (A real operand of a complex result, x * 1j, has the complex rule too.)
-        ty = _by_rule(rule, xp, is_complex(xs[i]) or is_complex(y), y, t, x1, x2, y)
+        complex_in = is_complex(xs[i]) or is_complex(y)
+        if not complex_in:
+            _real_dtype[xs[i].__class__] = xs[i].dtype
+        ty = _by_rule(rule, xp, complex_in, y, t, x1, x2, y)
         total = ty if total is None else total + ty
     return (None if total is None else _fit(xp, total, y),)
 
@@ -379,6 +382,25 @@ def _bilinear2(func: Any, xp: Any, x1: Any, x2: Any, y: Any, t1: Any, t2: Any) -
     return first if t2 is None else first + func._forward2(xp, x1, t2)
 
 
+def _binary1(func: Any, xp: Any, x: Any, y: Any, t: Any) -> Any:
+    if x.dtype is _real_dtype.get(x.__class__) and y.dtype is x.dtype:  # as _unary1
+        rule = func.rules[func.which[0]]
+        return None if rule is None else rule(xp, *func._fill((x,)), y, t)
+    return _binary(func, (x,), (y,), (t,), xp, False)[0]
+
+
+def _binary2(func: Any, xp: Any, x1: Any, x2: Any, y: Any, t1: Any, t2: Any) -> Any:
+    real = _real_dtype.get(x1.__class__)
+    if x1.dtype is not real or x2.dtype is not real:
+        return _binary(func, (x1, x2), (y,), (t1, t2), xp, False)[0]
+    rule1, rule2 = func.rules  # as _binary, without the tuples and the complex cases
+    total = None if t1 is None or rule1 is None else rule1(xp, x1, x2, y, t1)
+    if t2 is not None and rule2 is not None:
+        t = rule2(xp, x1, x2, y, t2)
+        total = t if total is None else total + t
+    return None if total is None else _fit(xp, total, y)
+
+
 def _formula2(func: Any, xp: Any, x1: Any, x2: Any, y: Any, t1: Any, t2: Any) -> Any:
     return func._jvp(xp, (x1, x2), (y,), (t1, t2))[0]
 
@@ -397,7 +419,7 @@ def _raw1(cls: type) -> Callable[..., Any]:
     def rule(func: Any, xp: Any, x: Any, y: Any, t: Any) -> Any:
         return general(func, (x,), (y,), (t,), xp, False)[0]
 
-    own = {_unary: _unary1, _linear: _linear1, _formula: _formula1}
+    own = {_unary: _unary1, _linear: _linear1, _formula: _formula1, _binary: _binary1}
     _raw1s[cls] = rule = own.get(general, rule)
     return rule
 
@@ -408,7 +430,7 @@ def _raw2(cls: type) -> Callable[..., Any]:
     def rule(func: Any, xp: Any, x1: Any, x2: Any, y: Any, t1: Any, t2: Any) -> Any:
         return general(func, (x1, x2), (y,), (t1, t2), xp, False)[0]
 
-    own = {_bilinear: _bilinear2, _formula: _formula2}
+    own = {_bilinear: _bilinear2, _formula: _formula2, _binary: _binary2}
     _raw2s[cls] = rule = own.get(general, rule)
     return rule
 
