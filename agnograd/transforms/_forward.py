@@ -398,7 +398,9 @@ def _binary2(func: Any, xp: Any, x1: Any, x2: Any, y: Any, t1: Any, t2: Any) -> 
     if t2 is not None and rule2 is not None:
         t = rule2(xp, x1, x2, y, t2)
         total = t if total is None else total + t
-    return None if total is None else _fit(xp, total, y)
+    if total is None or total.shape == y.shape:
+        return total
+    return _fit(xp, total, y)
 
 
 def _formula2(func: Any, xp: Any, x1: Any, x2: Any, y: Any, t1: Any, t2: Any) -> Any:
