@@ -25,7 +25,7 @@ from agnograd.core._link import kept_inputs, render
 from agnograd.functions import _core
 from agnograd.functions._core import is_complex
 from agnograd.functions._namespace import namespace_of
-from agnograd.static._compiled_trace import trace
+from agnograd.functions._rule_trace import trace
 
 
 class _Dtype:

@@ -29,8 +29,8 @@ from agnograd.core._variable import Variable
 from agnograd.core._variable_node import VariableNode
 from agnograd.functions._arithmetic import Operator, WithScalar
 from agnograd.functions._core import Unary
+from agnograd.functions._rule_trace import trace, trace_rule
 from agnograd.static._buffers import _unlinked, set_node_data
-from agnograd.static._compiled_trace import trace, trace_rule
 
 Step = Callable[..., None]
 

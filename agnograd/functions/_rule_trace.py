@@ -1,4 +1,6 @@
-"""Gradient rules traced into straight-line code for :mod:`agnograd.static._compiled`.
+"""Gradient rules traced into straight-line code: a compiled plan's lines
+(:mod:`agnograd.static._compiled_steps`) and the arithmetic nodes' backward
+(:mod:`agnograd.functions._operator_rows`).
 
 A rule of the elementwise rows (``rule(xp, x, y, gy)``, or of an operand of two,
 ``rule(xp, x1, x2, y, gy)``: those of ``+``, ``-``, ``*``, ``/`` and ``**`` too) is
