@@ -44,7 +44,7 @@ from agnograd.testing._numerical import (
     is_float,
     roundoff,
 )
-from agnograd.transforms import _forward
+from agnograd.transforms import _forward, _tangent_rules
 
 
 def check_jvp(
@@ -203,7 +203,7 @@ def _callable(func: Any) -> Callable[..., Any]:
         return func
 
     def apply(*xs: Variable) -> tuple[Variable, ...]:
-        return tuple(_forward._fresh(func).apply(xs))
+        return tuple(_tangent_rules._fresh(func).apply(xs))
 
     return apply
 
