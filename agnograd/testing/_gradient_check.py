@@ -233,18 +233,15 @@ def _check_backward(
     numerical, bend, allowance = _numerical_derivative(
         line, gys, operands, eps, detect_nondifferentiable, op
     )
-    tolerance = atol + rtol * abs(numerical) + allowance
-    difference = abs(analytic - numerical)
-    if difference <= tolerance:
+    tolerance = _judge(
+        (analytic, numerical, bend, allowance),
+        (atol, rtol, eps),
+        detect_nondifferentiable,
+        op,
+        ("f", "the direction d", "the analytic derivative", "the numerical one"),
+    )
+    if tolerance is None:
         return
-    if detect_nondifferentiable and difference <= 2 * bend:
-        # A kink too faint to flag by itself moves a central difference by up to
-        # half the change of slope: it, not the rule, may explain the difference.
-        raise NondifferentiableError(
-            f"{op}: f bends by {bend:.3g} within +-{2 * eps:g} along the direction d, "
-            f"enough to explain the difference {difference:.3g} between the analytic "
-            f"({number(analytic)}) and numerical ({number(numerical)}) derivatives"
-        )
     raise AssertionError(
         failure_message(
             op,
@@ -256,6 +253,36 @@ def _check_backward(
             lambda: elementwise_gradient(func, line.others, params, operands, gys, eps),
         )
     )
+
+
+def _judge(
+    derivatives: tuple[float, float, float, float],
+    settings: tuple[float, float, float],
+    detect_nondifferentiable: bool,
+    op: str,
+    names: tuple[str, str, str, str],
+) -> float | None:
+    """None where the ``analytic`` and ``numerical`` derivatives agree (of
+    ``derivatives = (analytic, numerical, bend, allowance)``) within ``atol + rtol *
+    |numerical| + allowance`` (``settings = (atol, rtol, eps)``), else that tolerance;
+    a ``NondifferentiableError`` where the function's bend explains the difference
+    (``names``: the function's, the direction's and the two derivatives')."""
+    analytic, numerical, bend, allowance = derivatives
+    atol, rtol, eps = settings
+    tolerance = atol + rtol * abs(numerical) + allowance
+    difference = abs(analytic - numerical)
+    if difference <= tolerance:
+        return None
+    if detect_nondifferentiable and difference <= 2 * bend:
+        # A kink too faint to flag by itself moves a central difference by up to
+        # half the change of slope: it, not the rule, may explain the difference.
+        f, along, first, second = names
+        raise NondifferentiableError(
+            f"{op}: {f} bends by {bend:.3g} within +-{2 * eps:g} along {along}, enough "
+            f"to explain the difference {difference:.3g} between {first} "
+            f"({number(analytic)}) and {second} ({number(numerical)})"
+        )
+    return tolerance
 
 
 # -- the steps of check_backward, in order ----------------------------------------------
