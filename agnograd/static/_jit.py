@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 from agnograd.backends._backend import owned
 from agnograd.core import _graph
 from agnograd.core._engine_loop import GradientNeedsDataError
+from agnograd.core._trees import flatten_into, leaf_paths, unflatten_from
 from agnograd.core._variable import Variable, clear_node_data
 from agnograd.core._variable_node import VariableNode
 from agnograd.core._versions import memory_of
@@ -32,15 +33,12 @@ from agnograd.static._compiled import CLEAR, CompiledGraph
 from agnograd.static._compiled_jax import outputs_program
 from agnograd.static._jit_trace import (
     Trace,
-    arrays_of,
     config_key,
     eager,
     exact_key,
-    flatten,
+    read_leaves,
     results,
-    spec,
     trace,
-    unflatten,
 )
 
 
@@ -207,21 +205,42 @@ class Jitted:
                     ) from None
                 parts.append(exact_key(a))
             else:
-                parts.append(flatten(a, leaves, name, f"argument {i}"))
+                parts.append(flatten_into(a, leaves))
         names = sorted(kwargs) if kwargs else ()
         for k in names:
-            parts.append((k, flatten(kwargs[k], leaves, name, f"argument {k!r}")))
-        arrays, grads = arrays_of(leaves)
-        if any(a is None for a in arrays):  # Variables without data: inside another trace
+            parts.append((k, flatten_into(kwargs[k], leaves)))
+
+        def where(i: int) -> str:
+            paths = [
+                path
+                for j, part in enumerate(parts)
+                if j not in static
+                for path in (
+                    leaf_paths(part, f"argument {j}")
+                    if j < len(args)
+                    else leaf_paths(part[1], f"argument {part[0]!r}")
+                )
+            ]
+            return paths[i]
+
+        read = read_leaves(leaves, name, where)
+        if read is None:  # Variables without data: inside another trace
             return self._fun(*args, **kwargs)
+        arrays, places, grads, signature = read
 
         def rebuild(values: list[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-            it = iter(values)
-            new = [a if i in static else unflatten(parts[i], it) for i, a in enumerate(args)]
+            if len(values) == len(leaves):  # no plain values among the leaves
+                it = iter(values)
+            else:
+                merged = list(leaves)
+                for place, value in zip(places, values, strict=True):
+                    merged[place] = value
+                it = iter(merged)
+            new = [a if i in static else unflatten_from(parts[i], it) for i, a in enumerate(args)]
             n = len(args)
-            return tuple(new), {k: unflatten(parts[n + j][1], it) for j, k in enumerate(names)}
+            return tuple(new), {k: unflatten_from(parts[n + j][1], it) for j, k in enumerate(names)}
 
-        key = (tuple(parts), tuple([spec(a) for a in arrays]), grads, config_key())
+        key = (tuple(parts), signature, grads, config_key())
         with self._lock:
             entry = self._cache.get(key)
             if entry is not None:

@@ -2,11 +2,11 @@
 function into a define-then-run graph, refuse what depends on the data, and make
 the plan that later calls run (see :mod:`agnograd.static._jit`).
 
-The arguments are flattened into their arrays (the leaves) and a structure: nested
-tuples, lists and dicts, and in place of each array ``_LEAF``; Python numbers,
-strings and ``None`` stay in the structure and key the trace by value. An array's
-signature is its type, shape, dtype and device (and torch's ``requires_grad``), and
-whether it came as a Variable that requires a gradient.
+The arguments are flattened (:mod:`agnograd.core._trees`) into their leaves and a
+structure of nested tuples, lists and dicts. Each leaf keys the trace by its
+signature (:func:`read_leaves`): an array's is its type, shape, dtype and device
+(and torch's ``requires_grad``), and whether it came as a Variable that requires a
+gradient; a Python number's, string's or ``None``'s is its value.
 
 Tracing gives ``fun`` a Variable without data for each array: an identity of a leaf
 holding the array, built with auto-forward off, so that every operation links the
@@ -38,16 +38,15 @@ from agnograd.core import _config
 from agnograd.core._config import MODE, eager_recording, graph_mode, using_config
 from agnograd.core._function import FunctionNode
 from agnograd.core._graph import functions_of
+from agnograd.core._trees import flatten, tree_map, unflatten_from
 from agnograd.core._variable import Variable
 from agnograd.core._variable_node import VariableNode
 from agnograd.functions import identity
 from agnograd.static._define_then_run import linking
 
-#: The marker of an array in a flattened structure.
-_LEAF = "*"
-# Values that stand in a structure as themselves, keyed by value (exact_key).
+# Leaves that key a trace by value (exact_key), as static arguments do.
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
-#: Marks a number stored in a structure by its bytes (see :func:`exact_key`).
+#: Marks a number keyed by its bytes (see :func:`exact_key`).
 _BITS = "bits"
 # agnograd's own directory: its frames are not the user's code.
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -78,65 +77,54 @@ class ConcretizationTypeError(TypeError):
     """
 
 
-def flatten(tree: Any, leaves: list[Any], name: str, where: str) -> Any:
-    """``tree``'s structure (hashable), its arrays appended to ``leaves``: tuples,
-    lists, namedtuples and dicts are walked, a Variable counts as its array, plain
-    Python values stand as themselves; anything else is a ``TypeError`` naming
-    ``where`` (an argument, ``argument 0[1]['w']``)."""
-    cls = tree.__class__
-    if cls is tuple or cls is list:
-        return (cls, *[flatten(t, leaves, name, f"{where}[{i}]") for i, t in enumerate(tree)])
-    if cls is dict:
-        items = [(k, flatten(t, leaves, name, f"{where}[{k!r}]")) for k, t in tree.items()]
-        return (dict, *items)
-    if cls is Variable:
-        return _variable(tree, leaves, name, where)
-    if is_array(tree):
-        if getattr(tree, "requires_grad", False) is True:
+def read_leaves(
+    leaves: list[Any], name: str, where: Callable[[int], str]
+) -> tuple[list[Any], list[int], tuple[bool, ...], tuple[Any, ...]] | None:
+    """What a call's ``leaves`` (its arguments flattened) key a plan by, and feed it:
+    the arrays (a Variable's data), their places among ``leaves``, whether each
+    requires a gradient (a Variable that does; an array never), and each leaf's
+    signature (an array's :func:`spec`, a plain Python value's :func:`exact_key`).
+    None where a Variable has no data but a creator: a call inside another trace.
+    Anything else is a ``TypeError`` naming the leaf (``where(i)``: ``argument
+    0[1]['w']``)."""
+    arrays: list[Any] = []
+    places: list[int] = []
+    grads: list[bool] = []
+    signature: list[Any] = []
+    for i, x in enumerate(leaves):
+        cls = x.__class__
+        if cls in _PLAIN:
+            signature.append(exact_key(x))
+            continue
+        if isinstance(x, Variable):
+            a = x._data
+            if a is None:
+                if x.creator_node is not None:
+                    return None
+                raise TypeError(
+                    f"jit({name}): {where(i)} is a Variable without data (uninitialised); "
+                    "give it data first (x.d = array)"
+                )
+            grads.append(x.requires_grad)
+        elif is_array(x):
+            if getattr(x, "requires_grad", False) is True:
+                raise TypeError(
+                    f"jit({name}): {where(i)} requires a gradient in torch's own autograd, "
+                    "whose graph agnograd cannot reach; pass tensor.detach()"
+                )
+            a = x
+            grads.append(False)
+        else:
             raise TypeError(
-                f"jit({name}): {where} requires a gradient in torch's own autograd, whose "
-                "graph agnograd cannot reach; pass tensor.detach()"
+                f"jit({name}): {where(i)} is a {cls.__name__}; jit's arguments are arrays, "
+                "Variables, Python numbers, strings and None, nested in tuples, lists and "
+                "dicts; pass it through static_argnums (it is then part of the signature, "
+                "and must be hashable), or close over it"
             )
-        leaves.append(tree)
-        return _LEAF
-    if cls in _PLAIN:
-        return exact_key(tree)
-    if isinstance(tree, tuple) and hasattr(tree, "_fields"):  # a namedtuple
-        return (cls, *[flatten(t, leaves, name, f"{where}[{i}]") for i, t in enumerate(tree)])
-    if isinstance(tree, Variable):  # a subclass (Parameter)
-        return _variable(tree, leaves, name, where)
-    raise TypeError(
-        f"jit({name}): {where} is a {cls.__name__}; jit's arguments are arrays, Variables, "
-        "Python numbers, strings and None, nested in tuples, lists and dicts; pass it "
-        "through static_argnums (it is then part of the signature, and must be hashable), "
-        "or close over it"
-    )
-
-
-def _variable(x: Variable, leaves: list[Any], name: str, where: str) -> str:
-    if x._data is None and x.creator_node is None:
-        raise TypeError(
-            f"jit({name}): {where} is a Variable without data (uninitialised); give it "
-            "data first (x.d = array)"
-        )
-    leaves.append(x)
-    return _LEAF
-
-
-def unflatten(tree: Any, leaves: Iterator[Any]) -> Any:
-    """The structure ``tree`` (from :func:`flatten`) with its arrays from ``leaves``."""
-    if tree is _LEAF:
-        return next(leaves)
-    cls = tree[0]
-    if cls is dict:
-        return {k: unflatten(t, leaves) for k, t in tree[1:]}
-    if cls in _PLAIN:
-        if len(tree) == 2:
-            return tree[1]
-        parts = struct.unpack("<dd" if cls is complex else "<d", tree[2])
-        return cls(*parts)
-    items = [unflatten(t, leaves) for t in tree[1:]]
-    return cls(*items) if hasattr(cls, "_fields") else cls(items)
+        arrays.append(a)
+        places.append(i)
+        signature.append(spec(a))
+    return arrays, places, tuple(grads), tuple(signature)
 
 
 def exact_key(value: Any) -> Any:
@@ -146,9 +134,7 @@ def exact_key(value: Any) -> Any:
     ``1.0`` and ``True`` (which promote differently), and NaN equal to nothing, not
     even itself. So a key holds the value's type, and a floating number that is a
     zero or NaN (a complex one with such a part) is held by its bytes, each under
-    :data:`_BITS`; tuples (namedtuples) and frozensets by their items' keys. A plain
-    value's key ``(type, value)`` or ``(type, _BITS, bytes)`` is also its place in a
-    structure (:func:`unflatten` reads it back).
+    :data:`_BITS`; tuples (namedtuples) and frozensets by their items' keys.
 
     Examples
     --------
@@ -205,13 +191,6 @@ def config_key() -> tuple[Any, ...]:
             plain = value.__class__ in _PLAIN
             values.append((name, exact_key(value) if plain else (value.__class__, id(value))))
     return tuple(values)
-
-
-def arrays_of(leaves: list[Any]) -> tuple[list[Any], tuple[bool, ...]]:
-    """The arrays of ``leaves`` (a Variable's data), and whether each requires a
-    gradient (a Variable that does; an array never)."""
-    arrays = [x._data if isinstance(x, Variable) else x for x in leaves]
-    return arrays, tuple([isinstance(x, Variable) and x.requires_grad for x in leaves])
 
 
 class Trace:
@@ -280,7 +259,7 @@ def trace(
     index = {id(t): k for k, t in enumerate(traced)}
     outputs: list[Variable] = []
     returned: list[Variable] = []
-    tree = _outputs(result, index, outputs, {}, returned)
+    tree = _outputs(result, index, outputs, returned)
     nodes: list[VariableNode | None] = []
     for t, a in zip(traced, arrays, strict=True):
         t.unchain()  # the graph's input from now on, fed by each call
@@ -329,31 +308,29 @@ def _outputs(
     result: Any,
     inputs: dict[int, int],
     outputs: list[Variable],
-    seen: dict[int, int],
     returned: list[Variable],
 ) -> Any:
-    """The structure of what ``fun`` returned, each Variable replaced by where its
-    value comes from: an output of the plan, an argument, or a Variable that holds
-    data (closed over, or a constant made while tracing; added to ``returned``)."""
-    cls = result.__class__
-    if isinstance(result, Variable):
-        k = inputs.get(id(result))
-        if k is not None:
-            return ("input", k)
-        if result._data is not None:
-            returned.append(result)
-            return ("variable", result)
-        i = seen.get(id(result))
-        if i is None:
-            i = seen[id(result)] = len(outputs)
-            outputs.append(result)
-        return ("output", i)
-    if cls is tuple or cls is list or (isinstance(result, tuple) and hasattr(result, "_fields")):
-        return (cls, *[_outputs(r, inputs, outputs, seen, returned) for r in result])
-    if cls is dict:
-        items = result.items()
-        return (dict, *[(k, _outputs(r, inputs, outputs, seen, returned)) for k, r in items])
-    return ("value", result)
+    """The structure of what ``fun`` returned, with where each leaf's value comes
+    from: an output of the plan, an argument, a Variable that holds data (closed
+    over, or a constant made while tracing; added to ``returned``), or a value."""
+    leaves, structure = flatten(result)
+    seen: dict[int, int] = {}
+    sources: list[tuple[str, Any]] = []
+    for leaf in leaves:
+        if not isinstance(leaf, Variable):
+            sources.append(("value", leaf))
+        elif (k := inputs.get(id(leaf))) is not None:
+            sources.append(("input", k))
+        elif leaf._data is not None:
+            returned.append(leaf)
+            sources.append(("variable", leaf))
+        else:
+            i = seen.get(id(leaf))
+            if i is None:
+                i = seen[id(leaf)] = len(outputs)
+                outputs.append(leaf)
+            sources.append(("output", i))
+    return structure, sources
 
 
 def results(tree: Any, outputs: list[Any], arrays: list[Any]) -> Any:
@@ -361,19 +338,16 @@ def results(tree: Any, outputs: list[Any], arrays: list[Any]) -> Any:
     plan's ``outputs``, the arguments' ``arrays`` where ``fun`` returned one, and a
     copy of each other array (a constant made while tracing, a closed-over Variable's
     data), which the plan would otherwise hand to every call."""
-    cls = tree[0]
-    if cls == "output":
-        return outputs[tree[1]]
-    if cls == "input":
-        return arrays[tree[1]]
-    if cls == "variable":
-        return copy_of(tree[1]._data)
-    if cls == "value":
-        return copy_of(tree[1])
-    if cls is dict:
-        return {k: results(t, outputs, arrays) for k, t in tree[1:]}
-    items = [results(t, outputs, arrays) for t in tree[1:]]
-    return cls(*items) if hasattr(cls, "_fields") else cls(items)
+    structure, sources = tree
+    values = []
+    for kind, value in sources:
+        if kind == "output":
+            values.append(outputs[value])
+        elif kind == "input":
+            values.append(arrays[value])
+        else:
+            values.append(copy_of(value._data if kind == "variable" else value))
+    return unflatten_from(structure, iter(values))
 
 
 def copy_of(value: Any) -> Any:
@@ -400,16 +374,7 @@ def eager(
 
 
 def _arrays(result: Any) -> Any:
-    if isinstance(result, Variable):
-        return result._data
-    cls = result.__class__
-    if cls is tuple or cls is list:
-        return cls([_arrays(r) for r in result])
-    if isinstance(result, tuple) and hasattr(result, "_fields"):
-        return cls(*[_arrays(r) for r in result])
-    if cls is dict:
-        return {k: _arrays(r) for k, r in result.items()}
-    return result
+    return tree_map(lambda r: r._data if isinstance(r, Variable) else r, result)
 
 
 # -- refusals ---------------------------------------------------------------------

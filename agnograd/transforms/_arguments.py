@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agnograd.backends._backend import is_array, owned
+from agnograd.core._trees import StructureError, flatten, leaf_paths, match, tree_map
 from agnograd.core._variable import Variable
 from agnograd.functions import identity
-from agnograd.transforms._constants import _map, constants, devices_of
+from agnograd.transforms._constants import constants, devices_of
 from agnograd.transforms._symbolic import is_symbolic
 from agnograd.transforms._transforms import _leaf, forward_levels
 from agnograd.transforms._trees import _tree_leaves, _tree_unflatten
@@ -73,7 +74,7 @@ class Differentiated:
                 return results
             levels = self.carriers
         private = {x._node for x in self.xs}
-        return _map(results, lambda r, _: self._reseated(r, levels, private), "")
+        return tree_map(lambda r: self._reseated(r, levels, private), results)
 
     def _reseated(self, result: Any, levels: Sequence[Any], private: set[Any]) -> Any:
         """``result`` as a Variable that requires no gradient, with its tangent at each
@@ -192,16 +193,9 @@ def _reaches_outside(x: Variable, private: set[Any], clean: set[Any]) -> bool:
     return False
 
 
-def _variables(tree: Any) -> Iterator[Variable]:
+def _variables(tree: Any) -> list[Variable]:
     """The Variables in ``tree``'s tuples, lists and dicts (anything else skipped)."""
-    if isinstance(tree, Variable):
-        yield tree
-    elif isinstance(tree, tuple | list):
-        for t in tree:
-            yield from _variables(t)
-    elif isinstance(tree, dict):
-        for t in tree.values():
-            yield from _variables(t)
+    return [x for x in flatten(tree)[0] if isinstance(x, Variable)]
 
 
 def own(results: list[Any], nested: bool, symbolic: bool) -> list[Any]:
@@ -237,57 +231,36 @@ def split_aux(result: Any, has_aux: bool, op: str, fun: str = "func") -> tuple[A
 
 def output_leaves(tree: Any, op: str, where: str = "the output of func") -> list[Variable]:
     """The Variables of what a function returned, in its tuples, lists and dicts."""
-    if isinstance(tree, tuple | list):
-        return [v for i, t in enumerate(tree) for v in output_leaves(t, op, f"{where}[{i}]")]
-    if isinstance(tree, dict):
-        return [v for k, t in tree.items() for v in output_leaves(t, op, f"{where}[{k!r}]")]
-    if isinstance(tree, Variable):
-        return [tree]
-    if is_array(tree):
+    leaves, structure = flatten(tree)
+    for i, leaf in enumerate(leaves):
+        if isinstance(leaf, Variable):
+            continue
+        place = leaf_paths(structure, where)[i]
+        if is_array(leaf):
+            raise TypeError(
+                f"{op}: {place} is a {type(leaf).__module__.split('.')[0]} array, not a "
+                "Variable: func computed outside agnograd's graph (e.g. numpy.sum on a "
+                "Variable); compute with x.__array_namespace__() or agnograd.functions"
+            )
+        kind = type(leaf).__name__
+        article = "an" if kind[0] in "aeiou" else "a"
         raise TypeError(
-            f"{op}: {where} is a {type(tree).__module__.split('.')[0]} array, not a "
-            "Variable: func computed outside agnograd's graph (e.g. numpy.sum on a "
-            "Variable); compute with x.__array_namespace__() or agnograd.functions"
+            f"{op}: {place} is {article} {kind}; func must return Variables, or "
+            "tuples, lists or dicts of them (return anything else as aux, with has_aux=True)"
         )
-    kind = type(tree).__name__
-    article = "an" if kind[0] in "aeiou" else "a"
-    raise TypeError(
-        f"{op}: {where} is {article} {kind}; func must return Variables, or "
-        "tuples, lists or dicts of them (return anything else as aux, with has_aux=True)"
-    )
+    return leaves
 
 
-def leaves_like(tree: Any, ref: Any, op: str, name: str, where: str = "") -> list[tuple[str, Any]]:
+def leaves_like(tree: Any, ref: Any, op: str, name: str) -> list[tuple[str, Any]]:
     """The leaves of ``tree``, which must nest as ``ref`` does (func's output), in
     ``ref``'s order, each with its place (``name[0]['w']``); ``name`` is ``tree``'s
     name."""
-    problem = None
-    if isinstance(ref, tuple | list):
-        if not isinstance(tree, tuple | list):
-            problem = f"a {type(ref).__name__} of {len(ref)}"
-        elif len(tree) != len(ref):
-            problem = f"a {type(ref).__name__} of {len(ref)}, not {len(tree)}"
-        else:
-            return [
-                leaf
-                for i, (t, r) in enumerate(zip(tree, ref, strict=True))
-                for leaf in leaves_like(t, r, op, name, f"{where}[{i}]")
-            ]
-    elif isinstance(ref, dict):
-        if not isinstance(tree, dict) or set(tree) != set(ref):
-            problem = f"a dict with keys {sorted(map(repr, ref))}"
-        else:
-            return [
-                leaf
-                for k, r in ref.items()
-                for leaf in leaves_like(tree[k], r, op, name, f"{where}[{k!r}]")
-            ]
-    elif isinstance(tree, tuple | list | dict):
-        problem = "one array"
-    else:
-        return [(name + where, tree)]
-    got = type(tree).__name__
-    raise TypeError(
-        f"{op}: {name}{where} is a {got}, but the output of func there is {problem}; "
-        f"give {name} the structure of func's output"
-    )
+    structure = flatten(ref)[1]
+    try:
+        leaves = match(tree, structure, leaf="one array")
+    except StructureError as error:
+        raise TypeError(
+            f"{op}: {name}{error.where} is {error.got}, but the output of func there is "
+            f"{error.expected}; give {name} the structure of func's output"
+        ) from None
+    return list(zip(leaf_paths(structure, name), leaves, strict=True))

@@ -14,7 +14,6 @@ turns array-api-compat's refusal into an error that says how to fix it.
 
 from __future__ import annotations
 
-import copy
 import functools
 import re
 from collections.abc import Callable, Sequence
@@ -22,6 +21,7 @@ from typing import Any
 
 from agnograd.backends._backend import is_array
 from agnograd.backends._device import Device, device_of
+from agnograd.core._trees import flatten, leaf_paths, tree_map, unflatten_from
 from agnograd.core._variable import Variable
 
 #: The fix for a function of ``torch.autograd.functional``'s transforms, which
@@ -60,48 +60,28 @@ def constants(
     """``tree``, an argument that is not differentiated, with each raw array in its
     tuples, lists and dicts passed as a constant Variable; Variables and everything
     else as they are. ``made`` records each constant (by ``id``) with its array."""
-
-    def leaf(x: Any, where: str) -> Any:
-        if isinstance(x, Variable) or not is_array(x):
-            return x
-        _check(x, where, devices(), op)
-        const = Variable(x, requires_grad=False)
-        made[id(const)] = (const, x)
-        return const
-
-    return _map(tree, leaf, where)
+    leaves, structure = flatten(tree)
+    raw = [i for i, x in enumerate(leaves) if not isinstance(x, Variable) and is_array(x)]
+    if not raw:
+        return tree
+    paths = leaf_paths(structure, where)
+    for i in raw:
+        _check(leaves[i], paths[i], devices(), op)
+        const = Variable(leaves[i], requires_grad=False)
+        made[id(const)] = (const, leaves[i])
+        leaves[i] = const
+    # New containers in place of the caller's, which are never written to.
+    return unflatten_from(structure, iter(leaves))
 
 
 def restore(tree: Any, made: dict[int, tuple[Variable, Any]]) -> Any:
     """``tree`` with the constants of :func:`constants` replaced by the caller's arrays."""
 
-    def leaf(x: Any, where: str) -> Any:
+    def leaf(x: Any) -> Any:
         entry = made.get(id(x))
         return entry[1] if entry is not None and entry[0] is x else x
 
-    return _map(tree, leaf, "")
-
-
-def _map(tree: Any, leaf: Callable[[Any, str], Any], where: str) -> Any:
-    """``tree`` with ``leaf(x, where)`` for each ``x`` in its tuples, lists and dicts.
-    A container is copied where a leaf changed, never written to: the caller's stay
-    as they were."""
-    if isinstance(tree, tuple):
-        items = [_map(t, leaf, f"{where}[{i}]") for i, t in enumerate(tree)]
-        if all(new is old for new, old in zip(items, tree, strict=True)):
-            return tree
-        return type(tree)(*items) if hasattr(tree, "_fields") else type(tree)(items)
-    if isinstance(tree, list | dict):
-        result = tree
-        for k in range(len(tree)) if isinstance(tree, list) else list(tree):
-            old = tree[k]
-            new = _map(old, leaf, f"{where}[{k!r}]")
-            if new is not old:
-                if result is tree:
-                    result = copy.copy(tree)  # keeps a subclass and its attributes
-                result[k] = new
-        return result
-    return leaf(tree, where)
+    return tree_map(leaf, tree)
 
 
 def _check(array: Any, where: str, devices: list[Device], op: str) -> None:
