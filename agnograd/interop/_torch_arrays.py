@@ -10,6 +10,7 @@ import torch
 
 from agnograd.backends._backend import adapter_named, fallback_adapter, is_array
 from agnograd.backends._device import Device, _view_target, get_device, transfer
+from agnograd.core._trees import flatten, unflatten_from
 from agnograd.core._variable import Variable
 
 #: Rebuilds a call's ``(args, kwargs)`` with new objects in place of the ones found.
@@ -31,28 +32,16 @@ def _is_input(obj: Any) -> bool:
 def _split(tree: Any, take: Callable[[Any], bool]) -> tuple[list[Any], Rebuild]:
     """The objects in ``tree`` (through tuples, lists and dicts) for which ``take``
     holds, in order, and a function that rebuilds ``tree`` with others in their place."""
-    found: list[Any] = []
+    leaves, structure = flatten(tree)
+    places = [i for i, leaf in enumerate(leaves) if take(leaf)]
 
-    def walk(obj: Any) -> Rebuild:
-        if take(obj):
-            index = len(found)
-            found.append(obj)
-            return lambda new: new[index]
-        if isinstance(obj, tuple | list):
-            parts = [walk(item) for item in obj]
-            if isinstance(obj, list):
-                return lambda new: [part(new) for part in parts]
-            kind = type(obj)
-            if hasattr(obj, "_fields"):  # a namedtuple
-                return lambda new: kind(*(part(new) for part in parts))
-            return lambda new: kind(part(new) for part in parts)
-        if isinstance(obj, dict):
-            entries = {key: walk(value) for key, value in obj.items()}
-            return lambda new: {key: part(new) for key, part in entries.items()}
-        return lambda new: obj
+    def rebuild(new: Sequence[Any]) -> Any:
+        merged = list(leaves)
+        for i, value in zip(places, new, strict=True):
+            merged[i] = value
+        return unflatten_from(structure, iter(merged))
 
-    rebuild = walk(tree)
-    return found, rebuild
+    return [leaves[i] for i in places], rebuild
 
 
 def _variables(result: Any, name: str) -> tuple[list[Variable], Any]:
