@@ -15,10 +15,11 @@ signature is keyed by. :func:`unflatten` puts leaves back in a structure,
 reads a tree *prefix* (vmap's ``in_axes``: one value stands for a whole subtree)
 against a structure, and :class:`StructureError` says where the two part.
 
-optree (torch's tree library) walks the same trees in C, about three times as fast
-on jit's arguments; but a call of a jitted function spends a tenth of its time
-here, and agnograd keeps its dependencies to the array libraries: so the walk is
-this module's, in Python.
+optree (the C++ tree library torch can use) was measured on jit's arguments (a
+dict of four arrays, a pair and a float): it flattens them no faster than this
+module and unflattens a result in 1.7 us where this module takes 5, about 3 us of
+a jitted call's 110 to 150. Not worth a dependency, nor a second implementation
+to fall back on without it: the walk is this module's, in Python.
 """
 
 from __future__ import annotations
