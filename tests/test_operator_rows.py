@@ -15,6 +15,8 @@ from agnograd.functions import _arithmetic as A
 from agnograd.functions._operator_rows import operator_backward, scalar_backward
 from agnograd.static import _compiled_steps
 from agnograd.static._compiled import compile as compile_graph
+from agnograd.testing import backend_namespace
+from agnograd.testing._assertions import to_numpy
 
 OPERATORS = [A.Add, A.Sub, A.Mul, A.Div, A.Pow]
 SCALARS = [
@@ -98,3 +100,52 @@ def test_a_changed_rule_changes_eager_plan_and_tangents(
         np.testing.assert_array_equal(new, 2 * old)
         np.testing.assert_array_equal(new_planned, new)  # the plan traces the same rule
     np.testing.assert_allclose(t2, 2 * t if tangents else t)
+
+
+class _General(agnograd.FunctionHook):
+    """A hook: while it is on, every operation takes the general path (apply)."""
+
+    name = "General"
+
+
+OPERATOR_FORMS = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": lambda a, b: a / b,
+    "**": lambda a, b: a**b,
+}
+
+
+@pytest.mark.parametrize("backend", ["numpy", "array_api_strict", "torch"])
+@pytest.mark.parametrize("symbol", list(OPERATOR_FORMS))
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_operators_jvp_fast_path_gives_the_general_paths_bits(
+    backend: str, symbol: str, dtype: str
+) -> None:
+    # The operators' functions push a jvp's tangents with their rules written in
+    # (agnograd.core._fast); with a hook on, the level's general rule computes them.
+    # Both operands with tangents, one without (a constant), broadcasting, 0-d
+    # results, and a scalar on either side.
+    xp = backend_namespace(backend)
+    dt = getattr(xp, dtype)
+    a = xp.asarray([[0.5, 1.5, 2.25]], dtype=dt)
+    b = xp.asarray([[1.25], [0.75]], dtype=dt)
+    s = xp.asarray(1.75, dtype=dt)
+    op = OPERATOR_FORMS[symbol]
+    ca, cb = agnograd.Variable(a, requires_grad=False), agnograd.Variable(b, requires_grad=False)
+    cases = [
+        (lambda a, b: op(a, b), (a, b)),
+        (lambda a: op(a, cb), (a,)),
+        (lambda b: op(ca, b), (b,)),
+        (lambda a: op(op(a, 3.0), 0.5) + op(2.5, a), (a,)),
+        (lambda s: op(s, s) + op(s, 2.0) + op(2.0, s), (s,)),
+    ]
+    for f, primals in cases:
+        tangents = tuple(xp.ones_like(p) * 0.625 for p in primals)
+        fast = agnograd.func.jvp(f, primals, tangents)
+        with _General():
+            general = agnograd.func.jvp(f, primals, tangents)
+        for got, expected in zip(fast, general, strict=True):
+            assert type(got) is type(expected)
+            np.testing.assert_array_equal(to_numpy(got), to_numpy(expected))

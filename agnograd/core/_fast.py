@@ -76,8 +76,7 @@ if x.__class__ is Variable and not _graph_writes and enabled{ready}:
         if y.__class__ is not data.__class__:
             _output_tuple({make}, (y,))  # a NumPy scalar passes; no array is refused
         if hooks:  # a jvp's level, alone: it links no graph, and pushes the tangent
-            {made}
-            return hooks.level.push1(func, x, y)
+{push}
         node = x._node
         if backprop and node.requires_grad{differentiable}:
             {made}
@@ -122,8 +121,7 @@ if (
         if y.__class__ is not a1.__class__:
             _output_tuple({make}, (y,))
         if hooks:  # a jvp's level, alone: see _ONE
-            {made}
-            return hooks.level.push2(func, x1, x2, y)
+{push}
         n1 = x1._node
         n2 = x2._node
         if backprop and (n1.requires_grad or n2.requires_grad){differentiable}:
@@ -136,6 +134,71 @@ if (
         return _new_variable(y, False, None, 0)
 return {make}.apply((x1, x2))[0]
 """
+
+# How a node class's own function pushes its output's tangent when a jvp's level is
+# the only hook (``hooks`` a LevelHooks): what the level's push1 computes for a real
+# input at that level, with the class's gradient rule written in as ``{tangent}`` (of
+# ``t``; ``{fits}`` what else the rule needs); anything else (a complex or another
+# real dtype, a tangent of an outer level or a Variable) goes to push1.
+_PUSH1 = """\
+level = hooks.level
+entry = getattr(x._node, "_tangent", None)
+if entry is None:  # a constant
+    return _new_variable(y, False, None, 0)
+t = entry[1]
+if (
+    entry[0] is level
+    and t.__class__ is data.__class__
+    and data.dtype is _real_dtypes.get(data.__class__){fits}
+):
+    var = _new_variable(y, False, None, 0)
+    y = var._data  # NumPy's scalar for a 0-d result made an array
+    ty = {tangent}
+    if ty.__class__ is not y.__class__:
+        ty = xp.asarray(ty)
+    var._node._tangent = (level, ty, None)
+    return var
+{made}
+return level.push1(func, x, y)"""
+
+# As _PUSH1, for two arrays: the sum of the operands' tangents ``{tangent1}`` of
+# ``t1`` and ``{tangent2}`` of ``t2`` (push2's).
+_PUSH2 = """\
+level = hooks.level
+e1 = getattr(x1._node, "_tangent", None)
+e2 = getattr(x2._node, "_tangent", None)
+if e1 is None and e2 is None:  # constants
+    return _new_variable(y, False, None, 0)
+real = _real_dtypes.get(a1.__class__)
+if (
+    (e1 is None or e1[0] is level and e1[1].__class__ is a1.__class__)
+    and (e2 is None or e2[0] is level and e2[1].__class__ is a2.__class__)
+    and a1.dtype is real
+    and a2.dtype is real
+):
+    var = _new_variable(y, False, None, 0)
+    y = var._data
+    ty = None
+    if e1 is not None:
+        t1 = e1[1]
+        ty = {tangent1}
+    if e2 is not None:
+        t2 = e2[1]
+        t = {tangent2}
+        ty = t if ty is None else ty + t
+    if ty.shape != y.shape:  # an operand was broadcast
+        ty = xp.broadcast_to(ty, tuple(y.shape))
+    if ty.__class__ is not y.__class__:
+        ty = xp.asarray(ty)
+    var._node._tangent = (level, ty, None)
+    return var
+{made}
+return level.push2(func, x1, x2, y)"""
+
+#: The real dtype met last, by class of array: forward mode's tangent of a real input
+#: is its gradient rule with the tangent in place of the gradient (no conjugation).
+#: agnograd.transforms._tangent_rules fills it in; the functions' _PUSH1 read it.
+real_dtypes: dict[type, Any] = {}
 
 # How a scalar node's function finds ``operand``, what its library's operator takes
 # for the Python scalar ``value``: a 0-d array made once per number and dtype where
@@ -163,6 +226,7 @@ _NAMES: dict[str, Any] = {
     "_scalar_operands": scalar_operands,
     "_scalar_operand": scalar_operand,
     "_NUMBERS": NUMBERS,
+    "_real_dtypes": real_dtypes,
     **{name: getattr(_link, name) for name in _link.LINK_NAMES},
 }
 
@@ -174,12 +238,19 @@ def _body(
     setup: str = "pass",
     before: str = "pass",
     keeps: _link.Keeps | None = None,
+    push: str | None = None,
 ) -> str:
     """``template`` filled in: for the node given as the argument ``func``, or, with
     ``make``, for a node class's own function that makes its node with ``make`` (the
     class must check no types and be differentiable: see _own), which ``keeps`` what
-    it keeps written in (see agnograd.core._link.link_source)."""
+    it keeps written in (see agnograd.core._link.link_source) and hands a jvp's level
+    its result with ``push`` (_PUSH1 or _PUSH2 filled in; by default the level's own
+    push1 or push2 takes the node)."""
     given = make == "func"
+    made = "pass" if given else f"func = {make}\nfunc.xp = xp"
+    if push is None:
+        call = "push1(func, x, y)" if template is _ONE else "push2(func, x1, x2, y)"
+        push = f"{made}\nreturn hooks.level.{call}"
     return template.format(
         compute=compute,
         setup=setup,
@@ -187,7 +258,8 @@ def _body(
         ready=" and not func._checks_types" if given else "",
         differentiable=" and func.differentiable" if given else "",
         before="func.xp = xp" if given else before.replace("\n", "\n" + " " * 8),
-        made="pass" if given else f"func = {make}\n            func.xp = xp",
+        made=made.replace("\n", "\n" + " " * 12),
+        push=textwrap.indent(push.format(made=made), " " * 12),
         link=textwrap.indent(_link.link_source(keeps), " " * 12),
     )
 
@@ -213,10 +285,10 @@ apply2 = _render(
 
 
 def _own(
-    template: str, node: type[FunctionNode], compute: str, make: str = "Node()", **parts: str
+    template: str, node: type[FunctionNode], compute: str, make: str = "Node()", **parts: Any
 ) -> str:
     """The body of the function of the node class ``node`` (made by ``make``), whose
-    forward is ``compute`` (and ``parts``: ``setup``, ``before``, see _body): the
+    forward is ``compute`` (and ``parts``: ``setup``, ``before``, ``push``, see _body): the
     class must check no types and be differentiable, which its function takes for
     given, and its nodes keep what the class says (no ``__init__`` of it changes
     that), which the function writes in."""
@@ -231,10 +303,26 @@ def _own(
     return _body(template, compute, make, keeps=keeps, **parts)
 
 
-def specialise1(name: str, node: type[FunctionNode], expression: str, **names: Any) -> Any:
+def _pushes(tangent: str | None, fits: str = "") -> str | None:
+    """_PUSH1's ``push`` for the tangent expression ``tangent``; None for none."""
+    if tangent is None:
+        return None
+    return _PUSH1.format(tangent=tangent, fits=fits, made="{made}")
+
+
+def specialise1(
+    name: str,
+    node: type[FunctionNode],
+    expression: str,
+    tangent: str | None = None,
+    **names: Any,
+) -> Any:
     """The function ``name(x)`` that applies a new ``node()`` to ``x``, as ``apply1``
     does, with its forward written in: ``expression`` gives ``y`` from ``data`` and
-    ``xp`` (and ``names``).
+    ``xp`` (and ``names``). With ``tangent``, the expression of the tangent of ``y``
+    from that of a real ``data``, ``t`` (``Node`` is ``node``), a jvp's level gets
+    it written in too (an elementwise row's: its gradient rule with the tangent in
+    place of the gradient, read from the class as it runs).
 
     Examples
     --------
@@ -246,7 +334,8 @@ def specialise1(name: str, node: type[FunctionNode], expression: str, **names: A
     >>> y, type(y.creator_node).__name__
     (variable([0., 0.]), 'Tanh')
     """
-    return _render(f"{name}(x, /)", _own(_ONE, node, expression), Node=node, **names)
+    body = _own(_ONE, node, expression, push=_pushes(tangent))
+    return _render(f"{name}(x, /)", body, Node=node, **names)
 
 
 def specialise_operator(
@@ -257,6 +346,8 @@ def specialise_operator(
     scalar_compute: str,
     operand: bool = True,
     reflected: bool = False,
+    scalar_tangent: str | None = None,
+    tangents: tuple[str, str] | None = None,
 ) -> Any:
     """The function ``name(x1, x2)`` of a binary operator: ``node()`` applied to two
     arrays, whose forward is ``compute`` (of ``a1`` and ``a2``), or, where ``x2`` is
@@ -267,18 +358,26 @@ def specialise_operator(
     ``operand`` (``**``, which NumPy and PyTorch compute otherwise with a 0-d array:
     ``t ** 2.0`` squares), ``operand`` is ``value``. A ``reflected`` operator
     (``__rmul__``) has the Variable ``x1`` on the right: ``node()`` applies to
-    ``(x2, x1)``, and ``scalar_compute`` reads the number on the left."""
+    ``(x2, x1)``, and ``scalar_compute`` reads the number on the left. With
+    ``scalar_tangent`` (the expression of ``y``'s tangent from ``t``, that of a real
+    ``data``) and ``tangents`` (the terms of ``t1`` and ``t2``, those of real ``a1``
+    and ``a2``, whose sum is the tangent), a jvp's level gets them written in, as
+    ``specialise1``'s ``tangent``."""
     parts = {"before": _OPERAND, "setup": "func._operand = None if operand is value else operand"}
     scalar = _own(
         _ONE,
         scalar_node,
         scalar_compute,
         "Scalar(value)",
+        push=_pushes(scalar_tangent, fits="\n    and y.dtype is data.dtype"),
         **(parts if operand else {"before": "operand = value"}),
     )
+    push = None
+    if tangents is not None:
+        push = _PUSH2.format(tangent1=tangents[0], tangent2=tangents[1], made="{made}")
     body = "if type(x2) in SCALARS:\n    x = x1\n    value = x2\n{}{}{}".format(
         textwrap.indent(scalar, "    "),
         "x1, x2 = x2, x1\n" if reflected else "",
-        _own(_TWO, node, compute),
+        _own(_TWO, node, compute, push=push),
     )
     return _render(f"{name}(x1, x2, /)", body, Node=node, Scalar=scalar_node)

@@ -324,7 +324,30 @@ def _operator(
         scalar,
         operand,
         reflected=scalar_node.reflected,
+        scalar_tangent=_tangent_of(scalar_node, scalar),
+        tangents=_tangent_of(node, f"a1 {node.symbol} a2"),
     )
+
+
+def _tangent_of(cls: Any, compute: str) -> Any:
+    """The source of forward mode's tangent of the node class ``cls`` on real arrays,
+    for the fast path (agnograd.core._fast), whose forward is ``compute``, read from
+    its declaration as agnograd.transforms._tangent_rules reads it: a ``linear``
+    class's forward of the tangent ``t``; a ``bilinear`` one's terms ``f(t1, a2)`` and
+    ``f(a1, t2)``; else its ``rules`` with the tangent for the gradient (None where
+    one is missing: the level's general rule then runs). The rules are read from the
+    class as the function runs, as its backward reads them."""
+    if issubclass(cls, WithScalar):
+        if getattr(cls, "linear", False):
+            return compute.replace("data", "t").replace("operand", "value")
+        k = int(cls.reflected)
+        args = "value, data" if k else "data, value"
+        return None if cls.rules[k] is None else f"Scalar.rules[{k}](xp, {args}, y, t)"
+    if getattr(cls, "bilinear", False):
+        return compute.replace("a1", "t1"), compute.replace("a2", "t2")
+    if None in cls.rules:
+        return None
+    return "Node.rules[0](xp, a1, a2, y, t1)", "Node.rules[1](xp, a1, a2, y, t2)"
 
 
 # The operators of Variable call these directly (an array on the left, the hot path).

@@ -333,10 +333,12 @@ def unary(
     attrs["backward"] = attrs["_row_backward"] = render(backward, names)
     node = type(cls_name, (Unary,), attrs)
     # The function, with the forward written in (agnograd.core._fast).
+    # Forward mode's tangent of a real input: the rule with the tangent for the gradient.
+    tangent = "Node.rule(xp, data, y, t)"
     if compute is None:
-        apply = specialise1(fn, node, f"xp.{fn}(data)")
+        apply = specialise1(fn, node, f"xp.{fn}(data)", tangent)
     else:
-        apply = specialise1(fn, node, "compute(xp, data)", compute=compute)
+        apply = specialise1(fn, node, "compute(xp, data)", tangent, compute=compute)
     apply.__name__ = apply.__qualname__ = fn
     apply.__module__ = module
     apply.__doc__ = doc

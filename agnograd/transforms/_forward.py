@@ -6,7 +6,9 @@ hands the node to the level, which runs it and computes the tangents of its outp
 from those of its inputs (agnograd.transforms._tangent_rules). No backward runs.
 Where the level is the only hook and no jvp runs around it, the hooks are a
 ``LevelHooks``, and agnograd's own functions keep their fast path: they compute their
-result as eagerly and hand it to the level's ``push1`` or ``push2``. The tangents of
+result as eagerly and hand it to the level's ``push1`` or ``push2``; the elementwise
+rows and the operators push the tangents of real inputs themselves, with their rules
+written in (agnograd.core._fast's ``_PUSH1``, ``_PUSH2``), as ``push1`` would. The tangents of
 a Variable live on its graph node (which a reverse graph may give Variables anew:
 double backprop's retained inputs) and die with it; a Variable without one has a zero
 tangent, which is never allocated.

@@ -15,6 +15,7 @@ from typing import Any
 
 from agnograd.core._config import force_backprop_mode
 from agnograd.core._engine import grad as _grad
+from agnograd.core._fast import real_dtypes
 from agnograd.core._variable import Variable
 from agnograd.functions._arithmetic import Operator, WithScalar
 from agnograd.functions._core import Binary, Unary, conjugate, is_complex
@@ -55,8 +56,9 @@ def _unary(func: Any, xs: Any, ys: Any, ts: Any, xp: Any, watched: bool) -> tupl
     return (_by_rule(func.rule, xp, complex_in, y, ts[0], x, y),)
 
 
-# The real dtype met last, by class of array: a rule's tangent needs no conjugation.
-_real_dtype: dict[type, Any] = {}
+# The real dtype met last, by class of array: a rule's tangent needs no conjugation
+# (the fast paths of agnograd's own functions read it too).
+_real_dtype = real_dtypes
 
 
 def _binary(func: Any, xs: Any, ys: Any, ts: Any, xp: Any, watched: bool) -> tuple[Any]:
