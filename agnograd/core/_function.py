@@ -24,15 +24,7 @@ from agnograd.core._function_checks import (
     mixed_backends,
     sum_to,
 )
-from agnograd.core._link import (
-    _IN_ORDER,
-    _clock,
-    _counted,
-    _graph_writes,
-    _record_versions,
-    _uncounted,
-    linked,
-)
+from agnograd.core._link import _clock, _counted, _graph_writes, keep_for_backward, linked
 from agnograd.core._variable import Variable, _new_variable
 from agnograd.core._variable_node import VariableNode
 
@@ -405,18 +397,7 @@ class FunctionNode:
             refs.append(_weakref(var._node))
         self.outputs = tuple(refs)
         results = tuple(made)
-        retain_in = self._retain_in
-        if retain_in:  # all the inputs, in order, is the common case: no new tuple
-            keep_all = retain_in == _IN_ORDER.get(len(arrays))
-            self._saved_inputs = arrays if keep_all else tuple([arrays[i] for i in retain_in])
-        retain_out = self._retain_out
-        if retain_out:
-            keep_all = retain_out == _IN_ORDER.get(len(outputs)) and outputs.__class__ is tuple
-            self._saved_outputs = outputs if keep_all else tuple([outputs[i] for i in retain_out])
-        # The versions of what it keeps, always for a library that counts writes itself
-        # (PyTorch), elsewhere the write clock once it moved: agnograd.core._versions.
-        if (retain_in or retain_out) and (_clock[0] or xp not in _uncounted):
-            _record_versions(self, arrays[0])
+        keep_for_backward(self, arrays, outputs)
         if _graph_writes:
             _versions.note_outputs(results)
         if hooks:

@@ -28,6 +28,27 @@ _clock = _versions.clock
 
 _IN_ORDER = {n: tuple(range(n)) for n in range(1, 9)}
 
+# What a node keeps for backward of the inputs ``retain_in`` and the outputs
+# ``retain_out``, one of which is not empty, and their versions ({versions}); the
+# lines {kept_out} choose of its outputs (_KEPT_OUT_ONE, _KEPT_OUT_ANY).
+_KEPT = """\
+kept_in = kept_out = ()
+if retain_in:  # all the inputs, in order, is the common case: no new tuple
+    keep_all = retain_in == _IN_ORDER.get(len(arrays))
+    kept_in = arrays if keep_all else tuple([arrays[i] for i in retain_in])
+    func._saved_inputs = kept_in
+if retain_out:
+{kept_out}    func._saved_outputs = kept_out
+{versions}"""
+# Of the one output y; of the tuple (or list) outputs.
+_KEPT_OUT_ONE = """\
+    kept_out = (y,) if retain_out == (0,) else tuple([(y,)[i] for i in retain_out])
+"""
+_KEPT_OUT_ANY = """\
+    keep_all = retain_out == _IN_ORDER.get(len(outputs)) and outputs.__class__ is tuple
+    kept_out = outputs if keep_all else tuple([outputs[i] for i in retain_out])
+"""
+
 # What a node keeps for backward, and their versions, for any node: the indexes of
 # what it keeps are read from it (see link_source); a node that says what each
 # input's gradient reads keeps only what the gradients of the inputs that require one
@@ -38,15 +59,7 @@ if retain_in and func._gradient_reads is not None:
     retain_in = _read_by_gradients(func, nodes)
 retain_out = func._retain_out
 if retain_in or retain_out:
-    kept_in = kept_out = ()
-    if retain_in:  # all the inputs, in order, is the common case: no new tuple
-        keep_all = retain_in == _IN_ORDER.get(len(arrays))
-        kept_in = arrays if keep_all else tuple([arrays[i] for i in retain_in])
-        func._saved_inputs = kept_in
-    if retain_out:
-        kept_out = (y,) if retain_out == (0,) else tuple([(y,)[i] for i in retain_out])
-        func._saved_outputs = kept_out
-{versions}"""
+{kept}"""
 
 # The versions of what it keeps (agnograd.core._versions): for a library that counts
 # writes itself (PyTorch) always, read here through its count, recorded only where one
@@ -60,13 +73,19 @@ if count is not None:
     except TypeError:  # an array without a count
         moved = 1
     if moved:
-        _record_versions(func, arrays[0])
+        _record_versions(func, {sample})
 elif xp in _uncounted:
     if _clock[0]:
         func._saved_at = _clock[0]
 else:  # a library not seen yet
-    _record_versions(func, arrays[0])
+    _record_versions(func, {sample})
 """
+
+
+# {moved} of _VERSIONS where what is kept is read from the node.
+_KEPT_COUNTS = "{} + {}".format(
+    _versions.COUNT_SUM.format("kept_in"), _versions.COUNT_SUM.format("kept_out")
+)
 
 
 #: What a node class keeps, for :func:`link_source`: ``(retain_in, retain_out, n, reads)``
@@ -92,16 +111,9 @@ def link_source(keeps: Keeps | None = None) -> str:
     >>> print(link_source(((0,), (), 1, None)).splitlines()[4])
     func._saved_inputs = arrays
     """
+    versions = _VERSIONS.format(sample="arrays[0]", moved=_KEPT_COUNTS)
     general = _KEEP.format(
-        versions=textwrap.indent(
-            _VERSIONS.format(
-                moved="{} + {}".format(
-                    _versions.COUNT_SUM.format("kept_in"),
-                    _versions.COUNT_SUM.format("kept_out"),
-                )
-            ),
-            "    ",
-        )
+        kept=textwrap.indent(_KEPT.format(kept_out=_KEPT_OUT_ONE, versions=versions), "    ")
     )
     if keeps is None:
         keep = general
@@ -121,7 +133,8 @@ def link_source(keeps: Keeps | None = None) -> str:
             kept.append("y")
         # (+ 0: a count of None, an array without one, raises TypeError as a sum does)
         moved = " + ".join(f"count({a})" for a in kept) + (" + 0" if len(kept) == 1 else "")
-        keep = "\n".join(lines) + "\n" + _VERSIONS.format(moved=moved) if kept else ""
+        versions = _VERSIONS.format(moved=moved, sample="arrays[0]")
+        keep = "\n".join(lines) + "\n" + versions if kept else ""
         if reads is not None and retain_in and n > 1:
             needed = " and ".join(f"nodes[{i}].requires_grad" for i in range(n))
             keep = "if {}:\n{}else:\n{}".format(
@@ -141,6 +154,16 @@ def link_source(keeps: Keeps | None = None) -> str:
 
 #: :func:`link_source` for any node: what it keeps is read from it.
 LINK = link_source()
+
+# What keep_for_backward runs: _KEPT, for what the class keeps, once what an earlier
+# run kept and its versions are dropped (a count of 0 records nothing).
+_KEEP_AGAIN = """\
+func._saved_inputs = func._saved_outputs = func._saved_versions = None
+retain_in = func._retain_in
+retain_out = func._retain_out
+if wanted and (retain_in or retain_out):
+    xp = func.xp
+{kept}"""
 
 #: The names that :data:`LINK` reads besides its arguments: this module's.
 LINK_NAMES = (
@@ -238,6 +261,32 @@ def kept_inputs(func: Any, indexes: tuple[int, ...]) -> tuple[Any, ...]:
                 )
     return tuple(by_input)
 
+
+#: ``keep_for_backward(func, arrays, outputs, wanted=True)``: what ``func``, whose
+#: forward computed the tuple ``outputs`` from the tuple ``arrays``, keeps for its
+#: backward, and their versions, as :data:`LINK` keeps them, for the nodes that
+#: :func:`linked` does not link: one of several outputs (``apply``), and one that runs
+#: again (define-then-run's ``forward_all``, the steps of compiled plans), whose earlier
+#: run's arrays and versions it replaces. It keeps what the node's ``_retain_in``
+#: says, not fewer by the inputs that require a gradient now (see
+#: :func:`_read_by_gradients`): a graph that runs again may be asked for other
+#: gradients. Without ``wanted`` it keeps nothing.
+keep_for_backward: Callable[..., None] = render(
+    "def keep_for_backward(func, arrays, outputs, wanted=True):\n"
+    + textwrap.indent(
+        _KEEP_AGAIN.format(
+            kept=textwrap.indent(
+                _KEPT.format(
+                    kept_out=_KEPT_OUT_ANY,
+                    versions=_VERSIONS.format(sample="(arrays or outputs)[0]", moved=_KEPT_COUNTS),
+                ),
+                "    ",
+            )
+        ),
+        "    ",
+    ),
+    globals(),
+)
 
 #: ``linked(func, nodes, arrays, y, rank, xp)``: link ``func``, whose forward computed
 #: the one output ``y``, into the graph (see :data:`LINK`); return the output Variable.

@@ -25,6 +25,7 @@ from agnograd.core._engine_loop import (
     node_backward,
 )
 from agnograd.core._function import FunctionNode
+from agnograd.core._link import keep_for_backward
 from agnograd.core._variable import Variable
 from agnograd.core._variable_node import VariableNode
 from agnograd.functions._arithmetic import Operator, WithScalar
@@ -307,17 +308,7 @@ def _generic_forward(
         for k, y in zip(outs, results, strict=True):
             if k is not None:
                 buf[k] = y
-        if not saves:
-            func._saved_inputs = func._saved_outputs = func._saved_versions = None
-            return
-        retain_in, retain_out = func._retain_in, func._retain_out
-        saved_in = tuple([arrays[i] for i in retain_in])
-        saved_out = tuple([results[i] for i in retain_out])
-        func._saved_inputs, func._saved_outputs = saved_in, saved_out
-        if retain_in or retain_out:
-            _versions.stamp(func, saved_in, saved_out, (arrays or results)[0])
-        elif func._saved_versions is not None:
-            func._saved_versions = None
+        keep_for_backward(func, arrays, results, saves)
 
     return step
 

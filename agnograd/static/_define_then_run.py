@@ -27,7 +27,7 @@ from typing import Any
 from agnograd.backends._abstract import Abstract, DataDependentError
 from agnograd.backends._backend import raw_namespace
 from agnograd.backends._device import Device, device_of
-from agnograd.core import _extension, _graph, _versions
+from agnograd.core import _extension, _graph
 from agnograd.core import _type_check as type_check
 from agnograd.core._config import HOOKS, MODE, config
 from agnograd.core._engine_loop import dropped
@@ -35,6 +35,7 @@ from agnograd.core._function import FunctionNode
 from agnograd.core._function_checks import as_constant, mixed_backends
 from agnograd.core._graph import functions_of
 from agnograd.core._hooks import callbacks
+from agnograd.core._link import keep_for_backward
 from agnograd.core._variable import Variable, _empty_variable, clear_node_data, note_consumer
 from agnograd.core._variable_node import VariableNode
 from agnograd.functions._transfer import Copy
@@ -257,20 +258,13 @@ def forward_all(
         wanted = not clear_buffer and not (
             clear_no_need_grad and not any(n.requires_grad for n in in_nodes)
         )
-        saved_in = tuple([arrays_t[i] for i in func._retain_in]) if wanted else None
-        saved_out = tuple([outputs[i] for i in func._retain_out]) if wanted else None
-        func._saved_inputs, func._saved_outputs = saved_in, saved_out
-        # What apply does: versions as the forward saw them, so that only later writes
-        # make backward raise (and none recorded in an earlier run stays).
-        if wanted:
-            sample = (arrays_t or outputs)[0]
-            _versions.stamp(func, saved_in or (), saved_out or (), sample)
-        else:
-            func._saved_versions = None
+        # What apply keeps, and their versions as the forward saw them, so that only
+        # later writes make backward raise (and none recorded in an earlier run stays).
+        keep_for_backward(func, arrays_t, outputs, wanted)
         if stale:
             dropped.discard(func)  # what it keeps now is this run's, whole
         if marked:
-            _note_holders(func, in_nodes, saved_in, saved_out, holders)
+            _note_holders(func, in_nodes, func._saved_inputs, func._saved_outputs, holders)
         for ref, y in zip(func.outputs or (), outputs, strict=True):
             out = ref()
             if out is not None:
