@@ -528,3 +528,72 @@ def test_a_second_backward_needs_a_forward() -> None:
     plan.run()
     with pytest.raises(RuntimeError, match=r"CompiledGraph.backward: run forward\(\) first"):
         plan.backward()
+
+
+class _Twice(agnograd.FunctionNode):
+    """A user's node, ``2 x``, whose backward hands its gradient to ``convert``."""
+
+    def __init__(self) -> None:
+        self.convert: Callable[[Any], Any] = lambda g: g
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (inputs[0] * 2,)
+
+    def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (self.convert(grad_outputs[0] * 2),)
+
+
+def _dask(g: Any) -> Any:
+    return pytest.importorskip("dask.array").from_array(g)
+
+
+@pytest.mark.parametrize(
+    ("graph", "convert", "other"),
+    [
+        ("numpy", _dask, "dask.array"),  # NumPy's dtypes: nothing else would notice
+        ("array_api_strict", np.from_dlpack, "numpy"),
+        ("torch", lambda g: g.numpy(), "numpy"),
+    ],
+)
+def test_a_gradient_of_another_library_is_refused_as_the_engine_refuses_it(
+    graph: str, convert: Callable[[Any], Any], other: str
+) -> None:
+    # A plan calls a node's own backward and checks what it returns as the engine
+    # does, rather than hand the leaf an array of another library.
+    to_graph = BACKENDS[graph]()[0]
+    x = Variable(to_graph(np.array([1.0, 2.0])))
+    node = _Twice()
+    with agnograd.auto_forward(False):
+        y = F.sum(node.apply((x,))[0])
+    plan = compile_graph(y)
+    plan.run()
+    node.convert = convert
+    x.cleargrad()
+    message = rf"backward of _Twice returned a {other} array as the gradient of input 0"
+    with pytest.raises(TypeError, match=message):
+        plan.run()
+    eager = _Twice()
+    eager.convert = convert
+    with pytest.raises(TypeError, match=message):  # the engine's words
+        F.sum(eager.apply((x,))[0]).backward()
+
+
+@pytest.mark.parametrize("start", ["array_api_strict", "numpy"])
+def test_a_leaf_moved_after_the_forward_gets_its_gradient_where_its_data_is(start: str) -> None:
+    # As the engine moves each gradient of a moved leaf to where its data is now, a
+    # plan moves the sum of the leaf's gradients, of its own steps (exp, *) and of
+    # the nodes that run their own backward (sum) alike.
+    xs = pytest.importorskip("array_api_strict")
+    device = xs.Device("device1")
+    x = Variable(BACKENDS[start]()[0](np.array([1.0, 2.0])))
+    with agnograd.auto_forward(False):
+        y = F.sum(F.exp(x) * x) + F.sum(x)
+    plan = compile_graph(y)
+    plan.run()
+    x.cleargrad()
+    plan.forward()
+    x.to_device(device if start == "array_api_strict" else "@array_api_strict:device1")
+    plan.backward()
+    assert x.grad.device == device
+    values = np.array([1.0, 2.0])
+    np.testing.assert_allclose(np.from_dlpack(x.grad), np.exp(values) * (1 + values) + 1)

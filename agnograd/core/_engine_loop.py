@@ -82,7 +82,7 @@ def _run(
     restoring = bool(dropped)  # forward dropped saved arrays to recompute them
     keep = {node for node, _ in seeds} if clear_buffer else set()
     # The class of the last gradient found right, and the namespace it was found for.
-    checked_class: type = type(None)
+    checked_class: Any = type(None)
     checked_xp: Any = None
     for node, gy in (*seeds, *target_seeds):
         _add(grads, heap, order, relevant, node, gy)
@@ -156,10 +156,8 @@ def _run(
         del gys
         if clear_buffer:
             _free(func, keep)
-        if gxs.__class__ is not tuple:
-            gxs = _gradient_tuple(func, gxs)
-        if len(gxs) != len(indexes):
-            gxs = _of_targets(func, gxs, indexes, len(in_nodes))
+        if gxs.__class__ is not tuple or len(gxs) != len(indexes):
+            gxs = per_target(func, gxs, indexes, n_in)
         fits = func._gradients_fit
         k = -1  # the position in indexes (a zip costs a tenth of the loop)
         for gx in gxs:
@@ -167,18 +165,20 @@ def _run(
             if gx is None:
                 continue
             i = indexes[k]
-            if gx.__class__ is not checked_class or xp is not checked_xp:
-                # An array of a class not met yet, or a Variable (always in double backprop)
-                gx = _stored_form(func, i, gx, xp, double)
-                if not double:
-                    checked_class, checked_xp = gx.__class__, xp
             x = in_nodes[i]
-            if x.moved:  # a leaf moved since the graph used it (to_device, to_chx)
-                gx = _follow_data(x, gx)
-            if not fits and gx.shape != x.shape:  # a graph's nodes have a shape
-                gx = _sum_to(gx, x.shape, func, i)  # type: ignore[arg-type]
-            if gx.dtype is not x.dtype and gx.dtype != x.dtype:
-                gx = _cast(gx, x.dtype)
+            # Whether tidy has anything to do, asked with what the loop knows (a call
+            # per gradient costs a tenth of the loop): the class of the last gradient
+            # found right (never in double backprop, whose gradients are Variables).
+            if (
+                gx.__class__ is not checked_class
+                or xp is not checked_xp
+                or x.moved
+                or gx.dtype is not x.dtype
+                or (not fits and gx.shape != x.shape)  # a graph's nodes have a shape
+            ):
+                gx = tidy(func, i, gx, x, xp, double)
+                if not (double or x.moved):  # (a moved leaf's may be another library's)
+                    checked_class, checked_xp = gx.__class__, xp
             prev = grads.get(x)
             if prev is not None:
                 grads[x] = prev + gx
@@ -261,6 +261,49 @@ def _output_grads(
     if all(g is None for g in gys):
         return None
     return tuple(gys)
+
+
+def per_target(
+    func: FunctionNode, gxs: Any, indexes: tuple[int, ...], n_inputs: int
+) -> tuple[Any, ...]:
+    """What ``func``'s backward returned (``gxs``) as a tuple of one gradient per
+    target input (``indexes``): a list is taken, one gradient per input is cut down
+    to the targets', anything else refused with the node's name. The engine's loop
+    and the steps of compiled plans that run a node's own backward read it here."""
+    if gxs.__class__ is not tuple:
+        gxs = _gradient_tuple(func, gxs)
+    if len(gxs) != len(indexes):
+        gxs = _of_targets(func, gxs, indexes, n_inputs)
+    return gxs
+
+
+def tidy(func: FunctionNode, i: int, gx: Any, x: Any, xp: Any, double: bool) -> Any:
+    """The gradient ``gx`` that ``func``'s backward returned for its input ``i`` (the
+    node ``x``, of namespace ``xp``) as the graph stores it: an array of ``xp``
+    (checked; a Variable's array, a Variable in ``double`` backprop), where ``x``'s data
+    is now (a leaf moved since the graph used it: ``to_device``, ``to_chx``), of its
+    shape (summed to it) and dtype (cast to it). The engine's loop and the steps of
+    compiled plans both tidy gradients here (a plan gives for ``x`` the shape and dtype
+    its forward computed with, and moves a moved leaf's sum once, where it lands).
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> from agnograd.core._engine_loop import tidy
+    >>> x = agnograd.Variable(np.array([1.0, 2.0], dtype=np.float32))
+    >>> func = (x + np.ones((3, 2))).creator_node
+    >>> tidy(func, 0, np.ones((3, 2)), x.node, func.xp, False)
+    array([3., 3.], dtype=float32)
+    """
+    if double or _namespaces.get(gx.__class__) is not xp:  # a Variable, or to check
+        gx = _stored_form(func, i, gx, xp, double)
+    if x.moved:  # (its shape and dtype are its new data's)
+        gx = _follow_data(x, gx)
+    if not func._gradients_fit and gx.shape != x.shape:
+        gx = _sum_to(gx, x.shape, func, i)
+    if gx.dtype is not x.dtype and gx.dtype != x.dtype:
+        gx = _cast(gx, x.dtype)
+    return gx
 
 
 def _of_targets(

@@ -11,19 +11,13 @@ give the graph's nodes their arrays, and the Python functions made of them.
 from __future__ import annotations
 
 from collections.abc import Callable, Container
-from typing import Any
+from typing import Any, NamedTuple
 
 from agnograd.backends._backend import as_array, raw_namespace, writable
 from agnograd.core import _versions
 from agnograd.core._config import graph_mode
 from agnograd.core._engine import _leaf_lock, _quiet
-from agnograd.core._engine_loop import (
-    _cast,
-    _gradient_tuple,
-    _of_targets,
-    _sum_to,
-    node_backward,
-)
+from agnograd.core._engine_loop import _follow_data, node_backward, per_target, tidy
 from agnograd.core._function import FunctionNode
 from agnograd.core._link import keep_for_backward
 from agnograd.core._variable import Variable
@@ -316,25 +310,32 @@ def _generic_forward(
 # -- backward steps -------------------------------------------------------------
 
 
-def _fix(func: FunctionNode, i: int, out: VariableNode) -> Callable[[Any], Any] | None:
-    """The engine's sum-to-shape and dtype cast for the gradient of input ``i`` of an
-    elementwise ``func`` (whose gradients have its output's shape and dtype), bound
-    where the shapes and dtypes say they are needed; None where they are not."""
+class _Fit(NamedTuple):
+    """What a plan's gradient of an input is tidied to (:func:`tidy`): the shape and
+    dtype that its forward computed the input with. Its slots sum gradients there;
+    a leaf moved since the forward gets their sum where its data is now
+    (:func:`accumulate_into_leaves`), as the engine moves each of them."""
+
+    shape: Any
+    dtype: Any
+    moved: bool = False
+
+
+def _fit(node: VariableNode) -> _Fit:
+    return _Fit(node.shape, node.dtype)
+
+
+def _tidy_code(
+    func: FunctionNode, i: int, out: VariableNode, bind: Callable[[Any], str]
+) -> list[str]:
+    """The line that tidies ``gx``, the gradient of input ``i`` of an elementwise
+    ``func`` (whose gradients have its output's shape and dtype), as the engine does
+    (:func:`tidy`: a sum to the input's shape, a cast to its dtype), where the shapes
+    and dtypes say it is needed; none where they say it is not."""
     x = (func.inputs or ())[i]
-    shape, dtype = x.shape, x.dtype
-    reduce = shape != out.shape
-    cast = dtype != out.dtype
-    if not (reduce or cast):
-        return None
-
-    def fix(gx: Any) -> Any:
-        if reduce:
-            gx = _sum_to(gx, shape, func, i)  # type: ignore[arg-type]
-        if cast:
-            gx = _cast(gx, dtype)
-        return gx
-
-    return fix
+    if x.shape == out.shape and x.dtype == out.dtype:
+        return []
+    return [f"gx = {bind(tidy)}({bind(func)}, {i}, gx, {bind(_fit(x))}, {bind(func.xp)}, False)"]
 
 
 def _backward_code(
@@ -393,9 +394,7 @@ def _backward_code(
             traced = trace(rule, func.xp, (*kept, "None"), out_node.dtype, bind)
             call = f"{bind(rule)}({bind(func.xp)}, {kept[0]}, {kept[1]}, None, gy)"
             body += traced or [f"gx = {call}"]
-            fix = _fix(func, i, out_node)
-            if fix is not None:
-                body.append(f"gx = {bind(fix)}(gx)")
+            body += _tidy_code(func, i, out_node, bind)
             body += _accumulate(ins[i], state)
     if known == "set":
         return [f"gy = g[{o}]", f"g[{o}] = None", *body], uses
@@ -431,7 +430,9 @@ def _generic_backward(
     ``clear_buffer`` does for the node afterwards). The node's backward is called by
     the engine's own :func:`node_backward`."""
     in_nodes = func.inputs or ()
-    targets: list[Any] = [(i, ins[i], in_nodes[i].shape, in_nodes[i].dtype) for i in indexes]
+    xp = func.xp
+    # The target inputs: each one's index, gradient slot and fit.
+    targets = [(i, ins[i], _fit(in_nodes[i])) for i in indexes]
     # The target inputs and their gradient slots, for a node that overrides
     # backward_accumulate, which takes their gradients so far.
     so_far = [(in_nodes[i], ins[i]) for i in indexes]
@@ -454,21 +455,12 @@ def _generic_backward(
             gxs = node_backward(func, in_nodes, indexes, gys, _NO_GRADIENTS)
         if frees:
             func._saved_inputs = func._saved_outputs = None
-        if gxs.__class__ is not tuple:
-            gxs = _gradient_tuple(func, gxs)
-        if len(gxs) != len(indexes):
-            gxs = _of_targets(func, gxs, indexes, len(in_nodes))
-        for (i, k, shape, dtype), gx in zip(targets, gxs, strict=True):
-            if gx is None:
-                continue
-            if gx.__class__ is Variable:
-                gx = gx._data
-            if gx.shape != shape:
-                gx = _sum_to(gx, shape, func, i)
-            if gx.dtype is not dtype and gx.dtype != dtype:
-                gx = _cast(gx, dtype)
-            prev = g[k]
-            g[k] = gx if prev is None else prev + gx
+        gxs = per_target(func, gxs, indexes, len(in_nodes))
+        for (i, k, x), gx in zip(targets, gxs, strict=True):
+            if gx is not None:
+                gx = tidy(func, i, gx, x, xp, False)
+                prev = g[k]
+                g[k] = gx if prev is None else prev + gx
 
     return step
 
@@ -492,15 +484,19 @@ def run_backward(code: Step, runs_rules: bool, buf: list[Any], g: list[Any]) -> 
 
 def accumulate_into_leaves(grads: list[tuple[VariableNode, Any]], seen: set[int]) -> None:
     """Add each gradient to its leaf's ``grad``: the engine's accumulation, less the
-    checks of the gradients' library, shape and dtype, which a plan proved. ``seen``
-    holds the ids of arrays handed out already (the seeds): an array that reaches
-    two leaves (``a + b``) is copied, so that each leaf has its own."""
+    checks of the gradients' library, shape and dtype, which a plan proved (its own
+    steps) or made (:func:`tidy`, for the others); a leaf moved since the forward
+    (``to_device``) gets it where its data is now. ``seen`` holds the ids of arrays
+    handed out already (the seeds): an array that reaches two leaves (``a + b``) is
+    copied, so that each leaf has its own."""
     for node, gx in grads:
         if gx is None:
             continue
         var = node._variable()
         if var is None:
             continue
+        if node.moved:
+            gx = _follow_data(node, gx)
         if id(gx) in seen:
             gx = raw_namespace(gx).asarray(gx, copy=True)
         seen.add(id(gx))
