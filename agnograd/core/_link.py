@@ -64,7 +64,8 @@ if retain_in or retain_out:
 # The versions of what it keeps (agnograd.core._versions): for a library that counts
 # writes itself (PyTorch) always, read here through its count, recorded only where one
 # is not 0 (no record says that all were); elsewhere the write clock, once it moved
-# (no record says that it read 0). ``{moved}`` is the sum of the counts.
+# (no record says that it read 0). ``{moved}`` is the sum of the counts; ``{unmoved}``
+# what a node that may have recorded versions in an earlier run does where it is 0.
 _VERSIONS = """\
 count = _counted.get(xp)
 if count is not None:
@@ -74,7 +75,7 @@ if count is not None:
         moved = 1
     if moved:
         _record_versions(func, {sample})
-elif xp in _uncounted:
+{unmoved}elif xp in _uncounted:
     if _clock[0]:
         func._saved_at = _clock[0]
 else:  # a library not seen yet
@@ -111,7 +112,7 @@ def link_source(keeps: Keeps | None = None) -> str:
     >>> print(link_source(((0,), (), 1, None)).splitlines()[4])
     func._saved_inputs = arrays
     """
-    versions = _VERSIONS.format(sample="arrays[0]", moved=_KEPT_COUNTS)
+    versions = _VERSIONS.format(sample="arrays[0]", moved=_KEPT_COUNTS, unmoved="")
     general = _KEEP.format(
         kept=textwrap.indent(_KEPT.format(kept_out=_KEPT_OUT_ONE, versions=versions), "    ")
     )
@@ -133,7 +134,7 @@ def link_source(keeps: Keeps | None = None) -> str:
             kept.append("y")
         # (+ 0: a count of None, an array without one, raises TypeError as a sum does)
         moved = " + ".join(f"count({a})" for a in kept) + (" + 0" if len(kept) == 1 else "")
-        versions = _VERSIONS.format(moved=moved, sample="arrays[0]")
+        versions = _VERSIONS.format(moved=moved, sample="arrays[0]", unmoved="")
         keep = "\n".join(lines) + "\n" + versions if kept else ""
         if reads is not None and retain_in and n > 1:
             needed = " and ".join(f"nodes[{i}].requires_grad" for i in range(n))
@@ -155,15 +156,28 @@ def link_source(keeps: Keeps | None = None) -> str:
 #: :func:`link_source` for any node: what it keeps is read from it.
 LINK = link_source()
 
-# What keep_for_backward runs: _KEPT, for what the class keeps, once what an earlier
-# run kept and its versions are dropped (a count of 0 records nothing).
+# What keep_for_backward runs: _KEPT, for what the class keeps, in place of what an
+# earlier run kept, and its versions (a count of 0 records nothing). Each attribute
+# is replaced, never emptied first: other threads may be running the same graph's
+# backward (see DESIGN.md's threads).
 _KEEP_AGAIN = """\
-func._saved_inputs = func._saved_outputs = func._saved_versions = None
 retain_in = func._retain_in
 retain_out = func._retain_out
 if wanted and (retain_in or retain_out):
     xp = func.xp
-{kept}"""
+    if xp not in _counted:  # (versions an earlier run recorded, of another library)
+        func._saved_versions = None
+    if not retain_in:
+        func._saved_inputs = None
+    if not retain_out:
+        func._saved_outputs = None
+{kept}else:
+    func._saved_inputs = func._saved_outputs = func._saved_versions = None
+"""
+_UNMOVED_AGAIN = """\
+    else:  # (an earlier run's)
+        func._saved_versions = None
+"""
 
 #: The names that :data:`LINK` reads besides its arguments: this module's.
 LINK_NAMES = (
@@ -278,7 +292,11 @@ keep_for_backward: Callable[..., None] = render(
             kept=textwrap.indent(
                 _KEPT.format(
                     kept_out=_KEPT_OUT_ANY,
-                    versions=_VERSIONS.format(sample="(arrays or outputs)[0]", moved=_KEPT_COUNTS),
+                    versions=_VERSIONS.format(
+                        sample="(arrays or outputs)[0]",
+                        moved=_KEPT_COUNTS,
+                        unmoved=_UNMOVED_AGAIN,
+                    ),
                 ),
                 "    ",
             )
