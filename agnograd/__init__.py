@@ -58,7 +58,9 @@ from agnograd.static._compiled import CompiledGraph, compile  # noqa: A004 - agn
 from agnograd.static._define_then_run import forward_all
 from agnograd.static._jit import JitWarning, jit
 from agnograd.static._jit_trace import ConcretizationTypeError
+from agnograd.transforms._batching_rules import VmapFallbackWarning
 from agnograd.transforms._front_door import grad
+from agnograd.transforms._vmap import vmap
 
 __version__ = "0.2.0.dev0"
 
@@ -77,6 +79,7 @@ __all__ = [
     "TimerHook",
     "Variable",
     "VariableNode",
+    "VmapFallbackWarning",
     "as_array",
     "as_variable",
     "auto_forward",
@@ -107,4 +110,5 @@ __all__ = [
     "type_check",
     "using_config",
     "view",
+    "vmap",
 ]

@@ -17,6 +17,7 @@ outputs and inputs (Chainer's), and each with its namesake in ``torch.func`` and
 JAX.
 """
 
+from agnograd.transforms._batching_rules import batching_rule
 from agnograd.transforms._forward import jvp
 from agnograd.transforms._func import (
     grad,
@@ -28,8 +29,10 @@ from agnograd.transforms._func import (
     vjp,
 )
 from agnograd.transforms._functional import value_and_grad
+from agnograd.transforms._vmap import vmap
 
 __all__ = [
+    "batching_rule",
     "grad",
     "grad_and_value",
     "hessian",
@@ -39,4 +42,5 @@ __all__ = [
     "linearize",
     "value_and_grad",
     "vjp",
+    "vmap",
 ]

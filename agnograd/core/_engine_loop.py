@@ -21,7 +21,7 @@ from agnograd.core import _debug, _extension
 from agnograd.core._config import HOOKS, MODE
 from agnograd.core._function import FunctionNode
 from agnograd.core._function import symbolic as function_symbolic
-from agnograd.core._function_checks import describe_arrays
+from agnograd.core._function_checks import combines, describe_arrays
 from agnograd.core._function_checks import sum_to as _sum_to
 from agnograd.core._variable import Variable, clear_node_data
 from agnograd.core._variable_node import VariableNode
@@ -531,7 +531,7 @@ def _check_gradient(func: FunctionNode, index: int, gx: Any, xp: Any) -> None:
             f"input {index}; expected a {backend_name(xp)} array, a Variable or None"
         )
     other = raw_namespace(gx)
-    if other is not xp:
+    if other is not xp and not combines(xp, other):
         raise TypeError(
             f"backward of {func.label} returned a {backend_name(other)} array as the "
             f"gradient of input {index}, which is a {backend_name(xp)} array; return arrays of the "

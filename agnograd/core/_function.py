@@ -19,9 +19,9 @@ from agnograd.core._function_checks import (
     _on_accelerator,
     _output_tuple,
     as_constant,
+    combined_namespace,
     describe_arrays,
     input_namespace,
-    mixed_backends,
     sum_to,
 )
 from agnograd.core._link import _clock, _counted, _graph_writes, keep_for_backward, linked
@@ -342,7 +342,7 @@ class FunctionNode:
                 if xp is None:
                     xp = other
                 elif other is not xp:
-                    raise mixed_backends(self, xp, other)
+                    xp = combined_namespace(self, xp, other)
             arrays = tuple(arrays)
         self.xp = xp
         if _graph_writes and requires_grad and enable_backprop:

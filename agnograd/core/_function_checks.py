@@ -152,6 +152,26 @@ def describe_arrays(arrays: Sequence[Any]) -> str:
     return ", ".join(parts)
 
 
+def combines(xp: Any, other: Any) -> bool:
+    """Whether arrays of namespaces ``xp`` and ``other`` may meet in one node."""
+    return any(
+        getattr(a, "_combine", None) is not None and a._combine(b) is not None
+        for a, b in ((xp, other), (other, xp))
+    )
+
+
+def combined_namespace(func: FunctionNode, xp: Any, other: Any) -> Any:
+    """The namespace for inputs of two namespaces ``xp`` and ``other``: one that
+    takes both where either says so (``vmap``'s batched arrays beside their
+    library's, through its ``_combine``), else :func:`mixed_backends`' error."""
+    for a, b in ((xp, other), (other, xp)):
+        combine = getattr(a, "_combine", None)
+        found = None if combine is None else combine(b)
+        if found is not None:
+            return found
+    raise mixed_backends(func, xp, other)
+
+
 def mixed_backends(func: FunctionNode, xp: Any, other: Any) -> TypeError:
     return TypeError(
         f"{func.label}: inputs mix arrays of two libraries, {_backend.backend_name(xp)} and "

@@ -13,6 +13,7 @@ from typing import Any
 
 from agnograd.backends._backend import _namespaces, backend_name, raw_namespace
 from agnograd.core import _extension
+from agnograd.core._function_checks import combined_namespace, combines
 from agnograd.core._variable import Variable
 
 
@@ -97,7 +98,10 @@ def namespace(obj: Any, /, *objs: Any) -> Any:
         raise TypeError("namespace: no argument is an array or a Variable")
     i, first, xp = found[0]
     for j, other, other_xp in found[1:]:
-        if other_xp is not xp:
+        if other_xp is not xp and combines(xp._raw, other_xp._raw):
+            # vmap's batched arrays beside their library's: the batching namespace
+            xp = differentiable_namespace(combined_namespace(None, xp._raw, other_xp._raw))  # type: ignore[arg-type]
+        elif other_xp is not xp:
             raise TypeError(
                 f"namespace: argument {j} is {_describe(other)} but argument {i} is "
                 f"{_describe(first)}; move them to one library first "
