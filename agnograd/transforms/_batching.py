@@ -143,12 +143,12 @@ class BatchedArray:
         return (self[i] for i in range(len(self)))
 
     def __getitem__(self, key: Any) -> Any:
-        from agnograd.transforms._batching_rules import getitem
+        from agnograd.transforms._batching_index import getitem
 
         return getitem(self, key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        from agnograd.transforms._batching_rules import setitem
+        from agnograd.transforms._batching_index import setitem
 
         setitem(self, key, value)
 
@@ -280,8 +280,8 @@ for _name in _COMPARISONS:
     setattr(BatchedArray, f"__{_name}__", _binary(f"__{_name}__", getattr(operator, _name), False))
 for _name in _UNARY:
     setattr(BatchedArray, f"__{_name}__", _unary(f"__{_name}__", getattr(operator, _name)))
-BatchedArray.__matmul__ = _matmul(False)  # type: ignore[attr-defined]
-BatchedArray.__rmatmul__ = _matmul(True)  # type: ignore[attr-defined]
+for _name, _reflected in (("matmul", False), ("rmatmul", True)):
+    setattr(BatchedArray, f"__{_name}__", _matmul(_reflected))
 
 # Its namespace depends on the instance's level: asked every time, never cached.
 register_per_instance(BatchedArray)

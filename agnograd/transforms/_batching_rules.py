@@ -281,7 +281,7 @@ def _axis_rule(name: str, spec: Axes, args: Any, kwargs: dict[str, Any]) -> Any:
 
 
 def _direct(name: str, args: Any, kwargs: dict[str, Any]) -> Any:
-    level, top = _top(args, kwargs)
+    level, _ = _top(args, kwargs)
     first = args[0]
     if level_of(first) != level or any(level_of(a) == level for a in (*args[1:], *kwargs.values())):
         return NotImplemented
@@ -314,7 +314,7 @@ def fallback(name: str, args: Any, kwargs: Any) -> Any:
     for i in range(top.batch_size):
 
         def one(a: Any, i: int = i) -> Any:
-            return a.data[i] if level_of(a) == level else a
+            return a.data[i, ...] if level_of(a) == level else a
 
         results.append(fn(*tree_map(one, list(args)), **tree_map(one, dict(kwargs))))
     leaves, structure = flatten(results[0])
@@ -365,10 +365,11 @@ class BatchingNamespace:
             raise AttributeError(name)
         key = self._prefix + name
         raw = getattr(self._raw, name)
-        if not callable(raw) or key in PASSTHROUGH:
-            value = _passthrough(raw) if key in {"result_type", "can_cast", "finfo"} else raw
-        elif key in ("linalg", "fft"):
+        value: Any
+        if key in ("linalg", "fft"):
             value = BatchingNamespace(raw, prefix=key + ".")
+        elif not callable(raw) or key in PASSTHROUGH:
+            value = _passthrough(raw) if key in {"result_type", "can_cast", "finfo"} else raw
         else:
             value = _function(key, raw)
         setattr(self, name, value)
@@ -420,45 +421,6 @@ def _namespace(raw: Any) -> BatchingNamespace:
 def batching_namespace(x: BatchedArray) -> BatchingNamespace:
     """The batching namespace of ``x``'s library (one per library, for every level)."""
     return _namespace(raw_namespace(_unwrapped(x)))
-
-
-# -- indexing
-
-
-def _is_index_array(k: Any) -> bool:
-    return hasattr(k, "shape") and not isinstance(k, slice)
-
-
-def getitem(x: BatchedArray, key: Any) -> Any:
-    """``x[key]`` per example: the batch axis gets a full slice in front."""
-    items = key if isinstance(key, tuple) else (key,)
-    if any(level_of(k) == x.level for k in items):
-        return fallback("__getitem__", (x, key), {})
-    out = x.data[(slice(None), *items)]
-    # Advanced indices apart (x[i, :, j]) put their axes first, before the batch's.
-    advanced = [
-        p
-        for p, k in enumerate(items)
-        if _is_index_array(k) or (isinstance(k, int) and k is not True)
-    ]
-    if any(_is_index_array(k) for k in items) and advanced[-1] - advanced[0] + 1 != len(advanced):
-        nd = max(len(items[p].shape) if _is_index_array(items[p]) else 0 for p in advanced)
-        out = _inner(x).moveaxis(out, nd, 0)
-    return BatchedArray(out, x.level)
-
-
-def setitem(x: BatchedArray, key: Any, value: Any) -> None:
-    """``x[key] = value`` per example."""
-    items = key if isinstance(key, tuple) else (key,)
-    if any(level_of(k) >= x.level for k in items) or level_of(value) > x.level:
-        raise TypeError(
-            "vmap: x[key] = value writes into an array batched at an outer level (or indexes "
-            "it with a batched index), so each example would write into the same memory; "
-            "compute the result out of place (xp.where, or build it with xp.concat)"
-        )
-    if level_of(value) == x.level:
-        value = _aligned(value, x.level, x[key].ndim)
-    x.data[(slice(None), *items)] = value
 
 
 # -- the rules written out
@@ -563,7 +525,7 @@ def _broadcast_to(x: Any, /, shape: Any) -> Any:
 
 @batching_rule("broadcast_arrays")
 def _broadcast_arrays(*arrays: Any) -> Any:
-    level, top = _top(arrays, {})
+    _level, top = _top(arrays, {})
     assert top is not None
     shape = _inner(top).broadcast_shapes(*[tuple(a.shape) for a in arrays])
     ns = batching_namespace(top)

@@ -131,7 +131,7 @@ class _Share(FunctionNode):
 
 def _axes(op: str, given: Any, tree: Any, name: str, what: str) -> list[Any]:
     """One axis (int or None) per leaf of ``tree``, from the prefix ``given``."""
-    leaves, structure = flatten(tree)
+    _leaves, structure = flatten(tree)
     try:
         axes = broadcast_prefix(given, structure, leaf="one leaf")
     except StructureError as error:
@@ -312,8 +312,8 @@ def _call(
         outs, out_structure = flatten(result)
         given = _axes("vmap", out_axes, result, "out_axes", "the result")
         out_paths = leaf_paths(out_structure, "result")
-        norm = []
-        done = []
+        norm: list[Any] = []
+        done: list[Any] = []
         for y, axis, path in zip(outs, given, out_paths, strict=True):
             if y is None:
                 norm.append(None)

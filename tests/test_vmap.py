@@ -1,0 +1,255 @@
+"""``agnograd.vmap``: a function of one example run on a batch.
+
+Every function with an input domain in the testing kit runs under ``vmap`` (each
+input batched on axis 0, axis 1 or not at all, hypothesis choosing) against a Python
+loop over the examples, on NumPy, array-api-strict and torch, so a new row is covered
+by itself. Then the transform's own parts: in_axes and out_axes trees, chunking,
+nesting, Variables, per-sample gradients (against a loop and ``torch.func``), the
+loop fallback's warning, and the errors.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import agnograd
+from agnograd import Variable
+from agnograd.func import grad, jvp, vmap
+from agnograd.testing import backend_namespace
+from agnograd.testing import strategies as ags
+from agnograd.transforms import _batching_rules
+
+torch = pytest.importorskip("torch")
+
+BACKENDS = ("numpy", "array_api_strict", "torch")
+EXAMPLES = settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+NAMES = list(ags.registered_domains())
+# Their nodes take the namespace of the array alone (the indices are no input), so a
+# batched index of an unbatched array is not batched yet: the array is batched here.
+GATHERS = {"take", "take_along_axis"}
+
+
+def to_numpy(a: Any) -> np.ndarray:
+    a = a.array if isinstance(a, Variable) else a
+    if isinstance(a, torch.Tensor):
+        return a.detach().resolve_conj().numpy()
+    return np.asarray(a)
+
+
+def leaves(y: Any) -> list[Any]:
+    if isinstance(y, tuple | list):
+        return [leaf for item in y for leaf in leaves(item)]
+    return [y]
+
+
+def examples(xp: Any, x: Any) -> list[Any]:
+    """Three examples from one input: itself, its axes all reversed (a permutation,
+    which keeps a matrix symmetric, definite or invertible), itself again."""
+    flipped = xp.flip(x) if x.ndim else x
+    return [x, flipped, x]
+
+
+# Each function on one of the three libraries in turn (the whole file stays quick);
+# every library meets every rule.
+CASES = [(name, BACKENDS[i % 3]) for i, name in enumerate(NAMES)]
+
+
+@pytest.mark.parametrize(("name", "backend"), CASES)
+@EXAMPLES
+@given(data=st.data())
+def test_function_under_vmap_is_a_loop(name: str, backend: str, data: Any) -> None:
+    xp = backend_namespace(backend)
+    case = data.draw(ags.function_inputs(xp, name), label="case")
+    per_input = [examples(xp, x) for x in case.inputs]
+    axes = []
+    batched = []
+    for x, ex in zip(case.inputs, per_input, strict=True):
+        axis = data.draw(st.sampled_from([0, 1, None] if x.ndim else [0, None]), label="axis")
+        axes.append(axis)
+        batched.append(x if axis is None else xp.stack(ex, axis=axis))
+    if all(a is None for a in axes) or (name in GATHERS and axes[0] is None):
+        axes[0], batched[0] = 0, xp.stack(per_input[0], axis=0)
+    inputs = [
+        [x if a is None else ex[k] for x, a, ex in zip(case.inputs, axes, per_input, strict=True)]
+        for k in range(3)
+    ]
+    expected = [leaves(case(*inputs[k])) for k in range(3)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", agnograd.VmapFallbackWarning)
+        got = leaves(vmap(lambda *xs: case(*xs), in_axes=tuple(axes))(*batched))
+    assert len(got) == len(expected[0])
+    for j, g in enumerate(got):
+        assert not isinstance(g, Variable)  # raw arrays in, raw arrays out
+        want = np.stack([to_numpy(expected[k][j]) for k in range(3)])
+        np.testing.assert_allclose(to_numpy(g), want, rtol=1e-9, atol=1e-12)
+
+
+# -- the transform
+
+
+def loss(w: Any, x: Any) -> Any:
+    xp = agnograd.namespace(w, x)
+    return xp.sum(xp.tanh(x @ w) ** 2)
+
+
+W = np.array([[0.5, -1.0, 0.2], [2.0, 0.3, -0.7]])
+X = np.random.default_rng(0).normal(size=(5, 2))
+
+
+def test_per_sample_gradients_equal_a_loop_and_torch_func() -> None:
+    got = vmap(grad(loss), in_axes=(None, 0))(W, X)
+    want = np.stack([grad(loss)(W, x) for x in X])
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+    def torch_loss(w: Any, x: Any) -> Any:
+        return torch.sum(torch.tanh(x @ w) ** 2)
+
+    tw, tx = torch.tensor(W), torch.tensor(X)
+    reference = torch.func.vmap(torch.func.grad(torch_loss), in_dims=(None, 0))(tw, tx)
+    got_torch = vmap(grad(loss), in_axes=(None, 0))(tw, tx)
+    assert isinstance(got_torch, torch.Tensor)
+    torch.testing.assert_close(got_torch, reference)
+
+
+@pytest.mark.parametrize("argnums", [0, 1])
+def test_grad_of_vmap_sums_over_the_batch(argnums: int) -> None:
+    def total(w: Any, x: Any) -> Any:
+        out = vmap(loss, in_axes=(None, 0))(w, x)
+        return agnograd.namespace(out).sum(out)
+
+    got = grad(total, argnums=argnums)(W, X)
+    per = [grad(loss, argnums=argnums)(W, x) for x in X]
+    want = sum(per) if argnums == 0 else np.stack(per)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_backward_through_vmap_reaches_variables() -> None:
+    w, x = Variable(W.copy()), Variable(X.copy())
+    y = vmap(loss, in_axes=(None, 0))(w, x)
+    assert isinstance(y, Variable)
+    assert y.shape == (5,)
+    agnograd.namespace(y).sum(y).backward()
+    np.testing.assert_allclose(w.grad, sum(grad(loss)(W, r) for r in X), rtol=1e-12)
+    np.testing.assert_allclose(x.grad, np.stack([grad(loss, 1)(W, r) for r in X]), rtol=1e-12)
+
+
+def test_vmap_of_jvp() -> None:
+    primal, tangent = vmap(lambda x, v: jvp(lambda y: y**3, (x,), (v,)))(X, np.ones_like(X))
+    np.testing.assert_allclose(primal, X**3)
+    np.testing.assert_allclose(tangent, 3 * X**2)
+
+
+def test_nested_vmap() -> None:
+    a = np.random.default_rng(1).normal(size=(2, 3, 4))
+
+    def f(r: Any) -> Any:
+        return r * agnograd.namespace(r).sum(r)
+
+    np.testing.assert_allclose(vmap(vmap(f))(a), a * a.sum(-1, keepdims=True))
+    # the inner vmap over axis 1 of each example, results out on axis 1
+    got = vmap(vmap(f, in_axes=1, out_axes=1), in_axes=2, out_axes=0)(a)
+    want = np.stack([a[:, :, k] * a[:, :, k].sum(0) for k in range(4)])
+    np.testing.assert_allclose(got, want)
+
+
+def test_in_axes_and_out_axes_trees() -> None:
+    def f(p: Any, scale: Any) -> Any:
+        return {"sum": p["a"] + p["b"] * scale, "a": p["a"]}
+
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(6.0).reshape(3, 2)
+    got = vmap(f, in_axes=({"a": 1, "b": 0}, None), out_axes={"sum": 0, "a": -1})(
+        {"a": a, "b": b}, 2.0
+    )
+    np.testing.assert_allclose(got["sum"], a.T + b * 2.0)
+    np.testing.assert_allclose(got["a"], a)
+
+
+def test_chunk_size_gives_the_result_without_chunks() -> None:
+    x = np.random.default_rng(2).normal(size=(7, 3))
+
+    def f(r: Any) -> Any:
+        xp = agnograd.namespace(r)
+        return xp.exp(r) / xp.sum(xp.exp(r)), xp.sum(r)
+
+    whole = vmap(f, out_axes=(1, 0))(x)
+    for chunk in (1, 3, 7, 10):
+        parts = vmap(f, out_axes=(1, 0), chunk_size=chunk)(x)
+        for p, w in zip(parts, whole, strict=True):
+            np.testing.assert_allclose(p, w, rtol=1e-15)
+
+
+def test_unbatched_result_is_repeated_or_kept() -> None:
+    c = np.ones(2)
+    np.testing.assert_array_equal(vmap(lambda x: c)(X), np.ones((5, 2)))
+    np.testing.assert_array_equal(vmap(lambda x: c, out_axes=None)(X), c)
+
+
+def test_fallback_warns_once_per_function(monkeypatch: Any) -> None:
+    monkeypatch.setattr(_batching_rules, "_warned", set())
+    x = np.array([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]])
+    sort = vmap(lambda r: agnograd.namespace(r).unique_values(r))
+    with pytest.warns(agnograd.VmapFallbackWarning, match="unique_values has no batching rule"):
+        np.testing.assert_array_equal(sort(x), np.sort(x, axis=1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sort(x)  # once only
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        lambda x: x if x[0] > 0 else -x,
+        lambda x: float(x[0]) * x,
+        lambda x: x * x[0].item(),
+        lambda x: x * int(x[0]),
+        lambda x: np.asarray(x),
+    ],
+)
+def test_data_dependent_python_is_refused(body: Any) -> None:
+    with pytest.raises(agnograd.ConcretizationTypeError, match=r"vmap: .*test_vmap\.py"):
+        vmap(body)(X)
+
+
+def test_writing_a_batched_value_into_an_unbatched_array_is_refused() -> None:
+    def write(x: Any) -> Any:
+        out = np.zeros(2)
+        out[0] = x[0]
+        return out
+
+    # NumPy turns vmap's error into its own ValueError
+    with pytest.raises((agnograd.ConcretizationTypeError, ValueError)):
+        vmap(write)(X)
+
+
+def test_setitem_per_example() -> None:
+    def write(x: Any) -> Any:
+        y = x * 1.0
+        y[0] = x[1] * 10.0
+        return y
+
+    want = X.copy()
+    want[:, 0] = X[:, 1] * 10.0
+    np.testing.assert_allclose(vmap(write)(X), want)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: vmap(loss)(W, X), "disagree on the batch size: args\\[0\\] has 2"),
+        (lambda: vmap(loss, in_axes=(None, 2))(W, X), "in_axes is 2 for args\\[1\\]"),
+        (lambda: vmap(loss, in_axes=None)(W, X), "no argument is batched"),
+        (lambda: vmap(loss, in_axes=(0,))(W, X), "args is a tuple of 2, not 1"),
+        (lambda: vmap(loss, in_axes=(0, 1.5))(W, X), "each axis must be an int or None"),
+        (lambda: vmap(loss, chunk_size=0), "chunk_size must be a positive int"),
+        (lambda: vmap(lambda x: x, out_axes=None)(X), "out_axes is None for a result"),
+    ],
+)
+def test_errors(call: Any, message: str) -> None:
+    with pytest.raises((ValueError, TypeError), match=message):
+        call()
