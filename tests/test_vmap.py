@@ -139,6 +139,13 @@ def test_backward_through_vmap_reaches_variables() -> None:
     np.testing.assert_allclose(x.grad, np.stack([grad(loss, 1)(W, r) for r in X]), rtol=1e-12)
 
 
+def test_matmul_of_vectors_and_matrices() -> None:
+    a, m = np.arange(6.0).reshape(3, 2), np.arange(12.0).reshape(3, 2, 2)
+    np.testing.assert_allclose(vmap(lambda u, v: u @ v)(a, a), (a * a).sum(1))
+    np.testing.assert_allclose(vmap(lambda u, v: u @ v)(a, m), np.einsum("bi,bij->bj", a, m))
+    np.testing.assert_allclose(vmap(lambda v, u: v @ u)(m, a), np.einsum("bij,bj->bi", m, a))
+
+
 def test_vmap_of_jvp() -> None:
     primal, tangent = vmap(lambda x, v: jvp(lambda y: y**3, (x,), (v,)))(X, np.ones_like(X))
     np.testing.assert_allclose(primal, X**3)

@@ -433,10 +433,6 @@ def _expand(x: Any, axis: int) -> Any:
     return raw_namespace(x).expand_dims(x, axis=axis)
 
 
-def _squeeze(x: BatchedArray, axis: int) -> BatchedArray:
-    return BatchedArray(_inner(x).squeeze(x.data, axis=axis), x.level)
-
-
 def _matrices(name: str, x1: Any, x2: Any, fn: Callable[..., Any], vector2: bool) -> Any:
     """``fn(x1, x2)`` of stacks of matrices, batched: a vector operand made a matrix
     (``x1`` a row, ``x2`` a column, where ``vector2``), the stacks aligned."""
@@ -449,11 +445,9 @@ def _matrices(name: str, x1: Any, x2: Any, fn: Callable[..., Any], vector2: bool
     rank = max(a.ndim, b.ndim)
     xp = _inner(a if level_of(a) == level else b)
     out = BatchedArray(fn(xp)(_aligned(a, level, rank), _aligned(b, level, rank)), level)
-    if v2:
-        out = _squeeze(out, -1)
-    if v1:
-        out = _squeeze(out, -2)
-    return out
+    # The axes the vectors became, both at once (one by one, -2 would move)
+    squeezed = ((-2,) if v1 else ()) + ((-1,) if v2 else ())
+    return BatchedArray(_inner(out).squeeze(out.data, axis=squeezed), level) if squeezed else out
 
 
 def matmul_rule(x1: Any, x2: Any) -> Any:
