@@ -342,7 +342,9 @@ class FunctionNode:
                 if xp is None:
                     xp = other
                 elif other is not xp:
-                    xp = combined_namespace(self, xp, other)
+                    xp, shared = combined_namespace(self, xp, other, inputs)
+                    if shared is not None:  # vmap's unbatched inputs, now shared
+                        return self.apply(shared)
             arrays = tuple(arrays)
         self.xp = xp
         if _graph_writes and requires_grad and enable_backprop:

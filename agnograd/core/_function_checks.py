@@ -160,16 +160,27 @@ def combines(xp: Any, other: Any) -> bool:
     )
 
 
-def combined_namespace(func: FunctionNode, xp: Any, other: Any) -> Any:
+def combined_namespace(
+    func: FunctionNode | None, xp: Any, other: Any, inputs: Sequence[Any] | None = None
+) -> tuple[Any, list[Any] | None]:
     """The namespace for inputs of two namespaces ``xp`` and ``other``: one that
     takes both where either says so (``vmap``'s batched arrays beside their
-    library's, through its ``_combine``), else :func:`mixed_backends`' error."""
+    library's, through its ``_combine``), else :func:`mixed_backends`' error.
+
+    With the node's ``inputs``, also those inputs as that namespace needs them (its
+    ``_share``: under ``vmap``, each unbatched input that requires a gradient passes
+    first through a node whose backward sums its examples' gradients), or None where
+    they stay as they are.
+    """
     for a, b in ((xp, other), (other, xp)):
         combine = getattr(a, "_combine", None)
         found = None if combine is None else combine(b)
         if found is not None:
-            return found
-    raise mixed_backends(func, xp, other)
+            share = getattr(found, "_share", None)
+            if inputs is None or share is None:
+                return found, None
+            return found, share(func, inputs)
+    raise mixed_backends(func, xp, other)  # type: ignore[arg-type]
 
 
 def mixed_backends(func: FunctionNode, xp: Any, other: Any) -> TypeError:

@@ -100,7 +100,7 @@ def namespace(obj: Any, /, *objs: Any) -> Any:
     for j, other, other_xp in found[1:]:
         if other_xp is not xp and combines(xp._raw, other_xp._raw):
             # vmap's batched arrays beside their library's: the batching namespace
-            xp = differentiable_namespace(combined_namespace(None, xp._raw, other_xp._raw))  # type: ignore[arg-type]
+            xp = differentiable_namespace(combined_namespace(None, xp._raw, other_xp._raw)[0])
         elif other_xp is not xp:
             raise TypeError(
                 f"namespace: argument {j} is {_describe(other)} but argument {i} is "

@@ -19,6 +19,8 @@ per example, not one.
 
 from __future__ import annotations
 
+import contextvars
+import itertools
 import operator
 import os
 import sys
@@ -28,20 +30,30 @@ from typing import TYPE_CHECKING, Any
 from agnograd.backends._backend import is_array, raw_namespace, register_per_instance
 from agnograd.static._jit_trace import _PACKAGE, _STDLIB, ConcretizationTypeError
 
-# The levels of the vmap calls running now (innermost last), and the last one given.
-_active: list[int] = []
-_counter = [0]
+# The levels of the vmap calls running now in this thread (or task), innermost last:
+# a context variable, as agnograd's MODE is, so that vmaps in two threads never see
+# each other's levels. The counter is shared, so that no two calls share a level.
+_active: contextvars.ContextVar[tuple[int, ...]] = contextvars.ContextVar(
+    "agnograd.vmap_levels", default=()
+)
+_counter = itertools.count(1)
 
 
 def enter_level() -> int:
     """A new level for a vmap call starting now (higher than every active one)."""
-    _counter[0] += 1
-    _active.append(_counter[0])
-    return _counter[0]
+    level = next(_counter)
+    _active.set((*_active.get(), level))
+    return level
 
 
 def exit_level(level: int) -> None:
-    _active.remove(level)
+    _active.set(tuple(a for a in _active.get() if a != level))
+
+
+def is_active(level: int) -> bool:
+    """Whether the vmap call of ``level`` is running now in this thread (its
+    function is being called), rather than finished."""
+    return level in _active.get()
 
 
 def level_of(x: Any) -> int:

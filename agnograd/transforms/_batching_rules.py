@@ -354,6 +354,13 @@ class BatchingNamespace:
             return self
         return None
 
+    def _share(self, func: Any, inputs: Any) -> Any:
+        """A node's inputs with its unbatched Variables that require a gradient
+        shared into the batch (``FunctionNode.apply`` asks it after ``_combine``)."""
+        from agnograd.transforms._vmap import share
+
+        return share(func, inputs)
+
     def _base(self) -> Any:
         return self._raw
 

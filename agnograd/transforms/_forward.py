@@ -46,6 +46,7 @@ from typing import Any
 from agnograd.backends._backend import dtype_name, is_array, raw_namespace
 from agnograd.core._config import FORWARD_MODE, MODE, LevelHooks
 from agnograd.core._function import FunctionNode
+from agnograd.core._function_checks import combined_namespace
 from agnograd.core._hooks import FunctionHook
 from agnograd.core._variable import Variable, _new_variable
 from agnograd.functions import _misc
@@ -56,6 +57,8 @@ from agnograd.transforms._transforms import (
     is_floating,
 )
 from agnograd.transforms._trees import _tree_arrays, _tree_leaves, _tree_unflatten
+
+_SCALARS = (bool, int, float, complex)
 
 
 class _Level(FunctionHook):
@@ -195,16 +198,32 @@ class _Level(FunctionHook):
                 xs = [x._data if isinstance(x, Variable) else x for x in inputs]
                 ys = [y._data for y in outputs]
                 ts = [t._data if isinstance(t, Variable) else t for t in ts]
-                xp = func.xp
+                xp = _with_tangents(func, ts)
+                if xp is not func.xp:  # a rule that reapplies the node: on the batch
+                    pristine = copy.copy(func if pristine is None else pristine)
+                    pristine.xp = xp
             result = rule(func if pristine is None else pristine, xs, ys, ts, xp, watched)
         finally:
             MODE.reset(token)
         for y, t in zip(outputs, result, strict=True):
             if t is not None:
-                if not watched and t.__class__ is not y._data.__class__:
+                if not watched and t.__class__ is not y._data.__class__ and xp is func.xp:
                     t = xp.asarray(t)  # NumPy gives a scalar for a 0-d result
                 self.set(y, t)
         return outputs
+
+
+def _with_tangents(func: FunctionNode, ts: Sequence[Any]) -> Any:
+    """The namespace of ``func``'s inputs and their tangents ``ts`` together: under
+    ``vmap``, batched tangents of an unbatched point take the batching namespace, as
+    a node meeting batched and unbatched inputs does."""
+    xp = func.xp
+    for t in ts:
+        if t is not None and not isinstance(t, _SCALARS):
+            other = raw_namespace(t)
+            if other is not xp:
+                xp = combined_namespace(func, xp, other)[0]
+    return xp
 
 
 def _constant(x: Any) -> Variable:

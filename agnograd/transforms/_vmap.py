@@ -12,15 +12,22 @@ backward, so that a backward through ``vmap`` reaches the arguments.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agnograd.backends._backend import is_array, raw_namespace
+from agnograd.core._config import MODE
 from agnograd.core._function import FunctionNode
 from agnograd.core._trees import StructureError, broadcast_prefix, flatten, leaf_paths, unflatten
 from agnograd.core._variable import Variable
 from agnograd.functions._namespace import namespace_of
-from agnograd.transforms._batching import BatchedArray, enter_level, exit_level, level_of
+from agnograd.transforms._batching import (
+    BatchedArray,
+    enter_level,
+    exit_level,
+    is_active,
+    level_of,
+)
 
 
 def _enter(x: Any, axis: int, level: int) -> BatchedArray:
@@ -104,8 +111,13 @@ class _Leave(_Enter):
 
 
 class _Share(FunctionNode):
-    """An argument that every example shares (in_axes None) and that requires a
-    gradient: itself forward; backward, its examples' gradients summed."""
+    """A Variable that every example of ``level`` shares and that requires a
+    gradient: an ``in_axes=None`` argument, or one the function closes over, where
+    it meets the batch (:func:`share`). Forward, itself (an unbatched operand is
+    broadcast into the batch by each rule); backward, as JAX transposes that
+    broadcast: its examples' gradients summed once ``level``'s vmap has returned (a
+    backward run after it), passed on per example while it runs (a backward inside
+    the function: per-example gradients)."""
 
     def __init__(self, level: int, size: int) -> None:
         self.level, self.size = level, size
@@ -121,12 +133,44 @@ class _Share(FunctionNode):
 
     def _transpose(self, g: Any) -> Any:
         data = g._data if isinstance(g, Variable) else g
-        if g is None or level_of(data) != self.level:
+        if g is None or level_of(data) != self.level or is_active(self.level):
             return g
         if isinstance(g, Variable):
             stacked = _Leave(0, self.level, self.size).apply((g,))[0]
             return namespace_of(stacked).sum(stacked, axis=0)
         return raw_namespace(g.data).sum(g.data, axis=0)
+
+
+def share(func: FunctionNode | None, inputs: Sequence[Any]) -> list[Any] | None:
+    """``inputs`` of a node that meets batched and unbatched arrays, each unbatched
+    Variable that requires a gradient passed through :class:`_Share` at each level
+    above its own that the inputs hold (innermost last); None where none needs it.
+
+    ``FunctionNode.apply`` asks this of the batching namespace, so that a Variable
+    the function closes over gets its gradient summed over the batch, as an
+    ``in_axes=None`` argument does; a Variable that requires no gradient costs
+    nothing.
+    """
+    if not MODE.get()[0] or (func is not None and not func.differentiable):
+        return None
+    sizes: dict[int, int] = {}
+    for x in inputs:
+        a = x._data if isinstance(x, Variable) else x
+        while a.__class__ is BatchedArray:
+            sizes.setdefault(a.level, a.batch_size)
+            a = a.data
+    shared: list[Any] | None = None
+    for i, x in enumerate(inputs):
+        if not isinstance(x, Variable) or not x._node.requires_grad:
+            continue
+        creator = x._node.creator_node
+        own = creator.level if creator.__class__ is _Share else level_of(x._data)
+        for level in sorted(n for n in sizes if n > own):
+            if shared is None:
+                shared = list(inputs)
+            x = _Share(level, sizes[level]).apply((x,))[0]
+            shared[i] = x
+    return shared
 
 
 def _axes(op: str, given: Any, tree: Any, name: str, what: str) -> list[Any]:
@@ -305,7 +349,7 @@ def _call(
     level = enter_level()
     try:
         inner = [
-            _shared_leaf(x, level, size) if a is None else _batched_leaf(x, a, level, size)
+            x if a is None else _batched_leaf(x, a, level, size)
             for x, a in zip(leaves, axes, strict=True)
         ]
         result = func(*unflatten(structure, inner), **kwargs)
@@ -338,12 +382,6 @@ def _batched_leaf(x: Any, axis: int, level: int, size: int) -> Any:
     if isinstance(x, Variable):
         return _Enter(axis, level, size).apply((x,))[0]
     return _enter(x, axis, level)
-
-
-def _shared_leaf(x: Any, level: int, size: int) -> Any:
-    if isinstance(x, Variable) and x.requires_grad:
-        return _Share(level, size).apply((x,))[0]
-    return x
 
 
 def _result(y: Any, axis: int | None, level: int, size: int) -> Any:
