@@ -451,7 +451,13 @@ def _matrices(name: str, x1: Any, x2: Any, fn: Callable[..., Any], vector2: bool
     b = _expand(x2, -1) if v2 else x2
     rank = max(a.ndim, b.ndim)
     xp = _inner(a if level_of(a) == level else b)
-    out = BatchedArray(fn(xp)(_aligned(a, level, rank), _aligned(b, level, rank)), level)
+    compute = fn(xp)
+    if name == "matmul" and a.shape[-1] == 1:
+        # A product of a column and a row (the backward of a vector's product with a
+        # matrix): the same values, where stacks of matrices with an inner dimension
+        # of 1 make NumPy's matmul take a slow loop (6x the multiply).
+        compute = xp.multiply
+    out = BatchedArray(compute(_aligned(a, level, rank), _aligned(b, level, rank)), level)
     # The axes the vectors became, both at once (one by one, -2 would move)
     squeezed = ((-2,) if v1 else ()) + ((-1,) if v2 else ())
     return BatchedArray(_inner(out).squeeze(out.data, axis=squeezed), level) if squeezed else out
