@@ -45,6 +45,7 @@ BENCHMARKS = {
     "compile_cost": ("bench_compile_cost.py", False),
     "jit": ("bench_jit.py", True),
     "forward": ("bench_forward.py", True),
+    "vmap": ("bench_vmap.py", True),
 }
 
 

@@ -33,7 +33,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             *("run_all.py", "--quick", "--rounds", "1", "--same-process"),
             "--only",
             "overhead,namespace,mlp,long_chain,checkpoint,compiled,compiled_memory,compiled_jax,"
-            "compile_cost,jit,forward",
+            "compile_cost,jit,forward,vmap",
             *("--out", str(records)),
             *("--plot", str(records.with_suffix(".png"))),
         ],
@@ -198,4 +198,12 @@ def test_forward_benchmark_runs(outputs: dict[str, Any]) -> None:
     names = {r["ratio"] for r in rec["ratios"]}
     assert "agnograd-jvp / hand-jvp" in names
     assert "mlp agnograd-jvp / mlp hand-jvp" in names
+    assert all(r["median"] > 0 for r in rec["ratios"])
+
+
+def test_vmap_benchmark_runs(outputs: dict[str, Any]) -> None:
+    rec = outputs["vmap"]
+    assert rec["benchmark"] == "vmap"
+    names = {r["ratio"] for r in rec["ratios"]}
+    assert "agnograd numpy B=8 / hand numpy B=8" in names
     assert all(r["median"] > 0 for r in rec["ratios"])

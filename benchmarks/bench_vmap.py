@@ -1,0 +1,143 @@
+"""vmap: per-sample gradients of an MLP, batched in one pass.
+
+The MLP 784-128-128-10 (tanh; float32) with a squared error against one-hot
+targets, its gradient with respect to the weights for each sample of a batch of
+64 and of 256. Contestants: the gradients written by hand as batched NumPy (the
+per-sample outer products), ``agnograd.vmap(agnograd.func.grad(loss))`` on NumPy
+and on torch tensors, and ``torch.func.vmap(torch.func.grad(loss))``.
+
+Targets: at 256 samples, agnograd's at most 4.5x the hand-written NumPy and, on
+torch tensors, at most 1.5x torch.func's; at 64 samples, at most 2.0x torch.func's.
+
+Run ``python benchmarks/bench_vmap.py [--rounds N] [--quick]``.
+"""
+
+import os
+
+os.environ.update(
+    dict.fromkeys(("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1")
+)
+
+from collections.abc import Callable
+from typing import Any
+
+import _harness
+import numpy as np
+
+import agnograd
+import agnograd.functions as F
+
+SIZES, BATCHES = (784, 128, 128, 10), (64, 256)
+QUICK_SIZES, QUICK_BATCHES = (12, 8, 8, 4), (4, 8)
+TARGETS = {("numpy", 256): 4.5, ("torch", 256): 1.5, ("torch", 64): 2.0}
+
+
+def loss(ws: Any, x: Any, y: Any) -> Any:
+    """One sample's loss: the MLP's squared error (any array API library)."""
+    h = x
+    for i, w in enumerate(ws):
+        h = h @ w
+        if i < len(ws) - 1:
+            h = F.tanh(h)
+    d = h - y
+    return F.sum(d * d)
+
+
+def hand(ws: list[Any], x: Any, y: Any) -> list[Any]:
+    """Each sample's gradients, written by hand as batched NumPy."""
+    hs, acts = [x], []
+    h = x
+    for i, w in enumerate(ws):
+        h = h @ w
+        if i < len(ws) - 1:
+            h = np.tanh(h)
+            acts.append(h)
+        hs.append(h)
+    g = 2.0 * (h - y)
+    grads = []
+    for i in range(len(ws) - 1, -1, -1):
+        grads.append(hs[i][:, :, None] * g[:, None, :])
+        if i:
+            a = acts[i - 1]
+            g = (g @ ws[i].T) * (1.0 - a * a)
+    return grads[::-1]
+
+
+def contestants(sizes: Any, batch: int) -> dict[str, Callable[[], Any]]:
+    """The contestants at ``batch`` samples."""
+    rng = np.random.default_rng(0)
+    ws = [
+        (rng.standard_normal((a, b)) * a**-0.5).astype(np.float32)
+        for a, b in zip(sizes, sizes[1:], strict=False)
+    ]
+    x = rng.standard_normal((batch, sizes[0])).astype(np.float32)
+    y = np.eye(sizes[-1], dtype=np.float32)[rng.integers(0, sizes[-1], batch)]
+    per_sample = agnograd.vmap(agnograd.func.grad(loss), in_axes=(None, 0, 0))
+    steps = {
+        f"hand numpy B={batch}": lambda: hand(ws, x, y),
+        f"agnograd numpy B={batch}": lambda: per_sample(ws, x, y),
+    }
+    want = hand(ws, x, y)
+    _harness.check_close("agnograd numpy", per_sample(ws, x, y), want, rtol=1e-4)
+    torch = _harness.torch_single_thread()
+    if torch is not None:
+        import torch.func
+
+        tws, tx, ty = [torch.from_numpy(w) for w in ws], torch.from_numpy(x), torch.from_numpy(y)
+
+        def torch_loss(ws: Any, x: Any, y: Any) -> Any:
+            h = x
+            for i, w in enumerate(ws):
+                h = h @ w
+                if i < len(ws) - 1:
+                    h = torch.tanh(h)
+            return ((h - y) ** 2).sum()
+
+        torch_per_sample = torch.func.vmap(torch.func.grad(torch_loss), in_dims=(None, 0, 0))
+        steps[f"torch.func B={batch}"] = lambda: torch_per_sample(tws, tx, ty)
+        steps[f"agnograd torch B={batch}"] = lambda: per_sample(tws, tx, ty)
+        for name in (f"torch.func B={batch}", f"agnograd torch B={batch}"):
+            got = [g.numpy() for g in steps[name]()]
+            _harness.check_close(name, got, want, rtol=1e-3)
+    return steps
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = _harness.parser(__doc__.splitlines()[0], rounds=9, batch_seconds=0.1)
+    args = p.parse_args(argv)
+    sizes, batches = (QUICK_SIZES, QUICK_BATCHES) if args.quick else (SIZES, BATCHES)
+    batch_seconds = 0.001 if args.quick else args.batch_seconds
+    times: dict[str, list[float]] = {}
+    for batch in batches:
+        times.update(
+            _harness.interleaved(
+                contestants(sizes, batch), rounds=args.rounds, batch_seconds=batch_seconds
+            )
+        )
+    rows = [[name, f"{min(t) * 1e3:.2f}"] for name, t in times.items()]
+    print(_harness.table(["contestant (per-sample gradients)", "ms (best round)"], rows))
+    pairs = []
+    for batch in batches:
+        full = batch if not args.quick else {QUICK_BATCHES[0]: 64, QUICK_BATCHES[1]: 256}[batch]
+        pairs.append(
+            (
+                f"agnograd numpy B={batch}",
+                f"hand numpy B={batch}",
+                TARGETS.get(("numpy", full)),
+            )
+        )
+        if f"torch.func B={batch}" in times:
+            pairs.append(
+                (
+                    f"agnograd torch B={batch}",
+                    f"torch.func B={batch}",
+                    TARGETS.get(("torch", full)),
+                )
+            )
+    summary = _harness.ratio_summary(times, pairs)
+    print(_harness.ratio_table(summary))
+    return _harness.emit("vmap", {"sizes": list(sizes), "batches": list(batches), "ratios": summary})
+
+
+if __name__ == "__main__":
+    main()
