@@ -12,6 +12,7 @@ torch tensors, at most 1.5x torch.func's; at 64 samples, at most 2.0x torch.func
 Run ``python benchmarks/bench_vmap.py [--rounds N] [--quick]``.
 """
 
+import itertools
 import os
 
 os.environ.update(
@@ -68,7 +69,7 @@ def contestants(sizes: Any, batch: int) -> dict[str, Callable[[], Any]]:
     rng = np.random.default_rng(0)
     ws = [
         (rng.standard_normal((a, b)) * a**-0.5).astype(np.float32)
-        for a, b in zip(sizes, sizes[1:], strict=False)
+        for a, b in itertools.pairwise(sizes)
     ]
     x = rng.standard_normal((batch, sizes[0])).astype(np.float32)
     y = np.eye(sizes[-1], dtype=np.float32)[rng.integers(0, sizes[-1], batch)]
@@ -136,7 +137,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             )
     summary = _harness.ratio_summary(times, pairs)
     print(_harness.ratio_table(summary))
-    return _harness.emit("vmap", {"sizes": list(sizes), "batches": list(batches), "ratios": summary})
+    record = {"sizes": list(sizes), "batches": list(batches), "ratios": summary}
+    return _harness.emit("vmap", record)
 
 
 if __name__ == "__main__":

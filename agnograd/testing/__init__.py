@@ -2,7 +2,8 @@
 
 - :func:`numerical_grad`, :func:`check_backward`, :func:`check_double_backward`:
   Chainer's gradient checks, on arrays of any array API library and device;
-  :func:`check_jvp`, the same check of forward mode's Jacobian-vector products.
+  :func:`check_jvp`, the same check of forward mode's Jacobian-vector products;
+  :func:`check_vmap`, a function or node under :func:`agnograd.vmap` against a loop.
 - :func:`assert_allclose`, :func:`assert_array_equal`, :func:`to_numpy`: compare
   arrays of different libraries and devices.
 - :mod:`agnograd.testing.strategies`: hypothesis strategies for Variables of any
@@ -27,6 +28,7 @@ from agnograd.testing._double_backward import check_double_backward
 from agnograd.testing._gradient_check import check_backward
 from agnograd.testing._jvp_check import check_jvp
 from agnograd.testing._numerical import NondifferentiableError, numerical_grad
+from agnograd.testing._vmap_check import check_vmap
 
 # Report errors under the public name (``agnograd.testing.NondifferentiableError``).
 NondifferentiableError.__module__ = __name__
@@ -39,6 +41,7 @@ __all__ = [
     "check_backward",
     "check_double_backward",
     "check_jvp",
+    "check_vmap",
     "installed_backends",
     "numerical_grad",
     "to_numpy",

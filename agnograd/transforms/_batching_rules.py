@@ -399,14 +399,13 @@ def _function(key: str, raw: Any) -> Callable[..., Any]:
         return raw
 
     def function(*args: Any, **kwargs: Any) -> Any:
-        level, _ = _top(args, kwargs)
+        level, top = _top(args, kwargs)
         if level == 0:
             return raw(*args, **kwargs)
         out: Any = NotImplemented
         if key in RULES:
             out = RULES[key](*args, **kwargs)
         elif key in ELEMENTWISE:
-            level, top = _top(args, kwargs)
             out = elementwise(_resolve(_inner(top), key), args, kwargs)  # type: ignore[arg-type]
         elif key in AXES:
             out = _axis_rule(key, AXES[key], args, kwargs)
