@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import agnograd
+import agnograd.functions as F
 from agnograd import Variable
 from agnograd.func import grad, jvp, vmap
 from agnograd.testing import backend_namespace
@@ -147,3 +148,26 @@ def test_vmaps_in_two_threads() -> None:
     for t in threads:
         t.join()
     assert not failures, failures
+
+
+@pytest.mark.parametrize("backend", ["numpy", "array_api_strict", "torch"])
+def test_vmap_of_a_vjp_gives_the_jacobian_in_one_backward(backend: str) -> None:
+    # The point unbatched, the cotangents batched: the backward's rules run once, on
+    # the batch of seeds (the rows of an identity), and give the Jacobian's rows.
+    xp = backend_namespace(backend)
+    x = xp.linspace(-1.0, 1.0, 4, dtype=xp.float64)
+
+    def f(x: Any) -> Any:
+        return F.tanh(x) * 2.0 + F.sum(x * x)
+
+    _, vjp_fn = agnograd.func.vjp(f, x)
+    (rows,) = agnograd.vmap(vjp_fn)(xp.eye(4, dtype=xp.float64))
+    np.testing.assert_allclose(to_numpy(rows), to_numpy(agnograd.func.jacrev(f)(x)), rtol=1e-12)
+
+
+def test_backward_with_batched_seeds_into_unbatched_leaves_is_refused() -> None:
+    x = agnograd.Variable(np.linspace(-1.0, 1.0, 4))
+    y = F.tanh(x)
+    with pytest.raises(TypeError, match=r"backward: grad_outputs\[0\]"):
+        agnograd.vmap(lambda s: agnograd.backward([y], [s]))(np.eye(4))
+    assert x.grad is None

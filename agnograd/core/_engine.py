@@ -16,6 +16,7 @@ from agnograd.backends._backend import Array, is_array, raw_namespace, writable
 from agnograd.core._config import MODE, graph_mode
 from agnograd.core._engine_loop import _run, _store_grad, _written
 from agnograd.core._function import symbolic as function_symbolic
+from agnograd.core._function_checks import combines
 from agnograd.core._variable import Variable
 from agnograd.core._variable_node import VariableNode
 
@@ -247,7 +248,7 @@ def _seed(
     if data is None:
         raise RuntimeError(f"{op}: output {y._describe()} holds no data (uninitialised)")
     if gy is not None:
-        _gradient_of(y, gy, f"{op}: grad_outputs[{index}]")
+        _gradient_of(y, gy, f"{op}: grad_outputs[{index}]", batched=op == "grad")
         if isinstance(gy, Variable) and not double:
             gy = gy._data
     else:
@@ -301,12 +302,18 @@ def users_grad(y: Variable) -> Variable | None:
     return None if gv is None or _written.get(y._node) is gv else gv
 
 
-def _gradient_of(var: Variable, g: Any, what: str) -> None:
+def _gradient_of(var: Variable, g: Any, what: str, batched: bool = False) -> None:
     """Raise unless ``g``, given as ``what``, is an array or a Variable that could be
-    ``var``'s gradient (of any dtype: the engine casts)."""
+    ``var``'s gradient (of any dtype: the engine casts); with ``batched``, also a
+    batched array of vmap's where ``var``'s data is not batched (``grad``, which
+    returns the gradients it computes, then computes one per example: the rows of
+    a Jacobian; ``backward`` would store them in leaves that have no batch)."""
     raw = g._data if isinstance(g, Variable) else g
     if not is_array(raw):
         raise TypeError(f"{what} must be an array or a Variable (or None), got {type(g).__name__}")
+    data = var._data
+    if batched and data is not None and combines(raw_namespace(data), raw_namespace(raw)):
+        return
     var._check_grad(raw, f"{what} for", any_dtype=True)
 
 
