@@ -19,6 +19,7 @@ modules share the process).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Callable, Iterator
@@ -38,10 +39,54 @@ from agnograd.core import _fast
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
 
-# AGNOGRAD_FAST_PATHS=0 runs every node through FunctionNode.apply, the general path
-# (tests/test_fast_paths.py runs the core's tests so).
+# AGNOGRAD_FAST_PATHS=0 runs every node through FunctionNode.apply, the general path.
 if os.environ.get("AGNOGRAD_FAST_PATHS") == "0":
     _fast.set_enabled(False)
+
+#: The core's test files, whose every test runs twice: as it is (``[fast]``) and with
+#: the fast paths off (``[general]``), every node going through ``FunctionNode.apply``
+#: (tests/test_fast_paths.py compares the two paths function by function). In this
+#: process rather than a second pytest: the switch is read at each call, and a
+#: subprocess would import and collect everything again.
+GENERAL_PATH_FILES = frozenset(
+    {
+        "test_core.py",
+        "test_engine.py",
+        "test_function_node.py",
+        "test_operators.py",
+        "test_versions.py",
+        "test_inplace.py",
+        "test_variable.py",
+        "test_chainer_core.py",
+    }
+)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.path.name in GENERAL_PATH_FILES:
+        metafunc.parametrize("_agnograd_path", ["fast", "general"], indirect=True)
+
+
+@contextlib.contextmanager
+def path_of_run(name: str) -> Iterator[None]:
+    """Nothing for a ``fast`` run; the fast paths off for a ``general`` one."""
+    if name == "fast":
+        yield
+        return
+    was = _fast.enabled
+    _fast.set_enabled(False)
+    try:
+        yield
+    finally:
+        _fast.set_enabled(was)
+
+
+@pytest.fixture(autouse=True)
+def _agnograd_path(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The run of GENERAL_PATH_FILES' tests it is parametrized with; autouse, so that
+    the fast paths are off before the test's other fixtures make Variables."""
+    with path_of_run(getattr(request, "param", "fast")):
+        yield
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -7,16 +7,14 @@ class, rank, inputs, what is kept for backward) and the first- and second-order
 gradients must be the same. Every case the fast path leaves to ``apply`` (hooks,
 debug mode, define-then-run, in-place writes, type checks, raw arrays, mixed
 libraries) is checked to still get ``apply``'s behaviour. ``test_core_on_the_
-general_path`` runs the core's own tests with the fast paths switched off.
+general_path`` checks that the core's own tests also run with the fast paths off
+(conftest.py runs them twice).
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
-import os
-import subprocess
-import sys
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -306,30 +304,30 @@ def test_a_subclass_with_a_type_check_is_checked() -> None:
         agnograd.core._fast.apply1(Checked(), x)
 
 
-@pytest.mark.slow
 def test_core_on_the_general_path() -> None:
-    """The core's tests pass with every node going through ``FunctionNode.apply``."""
-    files = [
-        "test_core.py",
-        "test_engine.py",
-        "test_function_node.py",
-        "test_operators.py",
-        "test_versions.py",
-        "test_inplace.py",
-        "test_variable.py",
-        "test_chainer_core.py",
-    ]
-    command = ["-m", "pytest", "-x", "-p", "no:cacheprovider", *(f"tests/{f}" for f in files)]
-    result = subprocess.run(
-        [sys.executable, *command],
-        cwd=ROOT,
-        env={**os.environ, "AGNOGRAD_FAST_PATHS": "0"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "general path" in result.stdout  # the run said so in its header
+    """The core's tests run a second time with every node going through
+    ``FunctionNode.apply``: conftest.py gives each test of its GENERAL_PATH_FILES a
+    ``[general]`` run under ``path_of_run("general")``, which is checked here."""
+    from conftest import GENERAL_PATH_FILES, path_of_run
+
+    assert all((ROOT / "tests" / name).is_file() for name in GENERAL_PATH_FILES)
+    real = agnograd.FunctionNode.apply
+    applied: list[str] = []
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        applied.append(type(self).__name__)
+        return real(self, *args, **kwargs)
+
+    x = agnograd.Variable(np.array([1.0, 2.0]))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(agnograd.FunctionNode, "apply", counted)
+        with path_of_run("fast"):
+            F.tanh(x) * x
+        assert applied == []
+        with path_of_run("general"):
+            F.tanh(x) * x
+        assert len(applied) == 2, applied
+    assert _fast.enabled  # switched back
 
 
 def test_a_rerun_with_other_shapes_gets_their_gradients() -> None:
