@@ -19,9 +19,14 @@ modules share the process).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
+import importlib.util
 import os
+import shutil
+import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +42,32 @@ from agnograd.core import _fast
 # Two CPU devices for JAX, so that its multi-device tests run on any machine; the flag
 # is read once, when jax is first imported (nothing has imported it yet).
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+
+# JAX compiles a program for each shape and dtype of each operation, and for each plan
+# it lowers, and compiling is most of the time of the JAX tests; many of them compile
+# the same programs (a new jit of the same graph, the same shapes in another test).
+# JAX's persistent compilation cache, in a directory of this process alone, compiles
+# each once: a hit is the executable that compiling the same program made. Read when
+# jax is first imported; taken out of the environment after collection (see
+# pytest_collection_finish), so that no subprocess shares the directory.
+_JAX_CACHE: dict[str, str] = {}
+if (
+    "jax" not in sys.modules
+    and "JAX_COMPILATION_CACHE_DIR" not in os.environ
+    and importlib.util.find_spec("jax") is not None
+):
+    _JAX_CACHE = {
+        "JAX_COMPILATION_CACHE_DIR": tempfile.mkdtemp(prefix="agnograd-tests-jax-"),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+    }
+    os.environ.update(_JAX_CACHE)
+    atexit.register(shutil.rmtree, _JAX_CACHE["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    for name in _JAX_CACHE:
+        os.environ.pop(name, None)
 
 
 # AGNOGRAD_FAST_PATHS=0 runs every node through FunctionNode.apply, the general path.
