@@ -1,13 +1,19 @@
 """agnograd's pytest plugin loads its hypothesis profiles only when asked.
 
 The plugin is loaded into every pytest run where agnograd is installed, so it must
-not change another project's hypothesis settings: each case runs a tiny project in
-a pytest subprocess (pytester) and reads the profile in effect there.
+not change another project's hypothesis settings: each case runs a tiny project with
+pytester and reads the profile in effect there. It runs in this process, as a fresh
+interpreter would start it (:func:`run`): a pytest subprocess would cost seconds of
+imports each.
 """
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import pytest
+from hypothesis import settings
 
 pytest_plugins = ["pytester"]
 
@@ -26,9 +32,39 @@ THEIR_CONFTEST = """
 """
 
 
+class _Modules:
+    """A plugin of the inner run: the modules imported when it ends."""
+
+    def __init__(self) -> None:
+        self.modules: dict[str, Any] = {}
+
+    def pytest_unconfigure(self) -> None:
+        self.modules = dict(sys.modules)
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """pytest on the tiny project, in this process but as in a fresh interpreter:
+    hypothesis's default profile loaded (the plugin's profiles, registered when it
+    was imported, are there, as they would be). This process's profile is put back
+    after, whatever the run loaded. pytester forgets the modules a run imported;
+    those of libraries are kept, since a library half forgotten (``numpy.fft``,
+    loaded lazily, gone from ``sys.modules``) breaks the next import of another."""
+    ours = settings.get_current_profile_name()
+    settings.load_profile("default")
+    inner = _Modules()
+    try:
+        return pytester.runpytest_inprocess("-p", "no:cacheprovider", *args, plugins=[inner])
+    finally:
+        settings.load_profile(ours)
+        project = str(pytester.path)
+        for name, module in inner.modules.items():
+            if not str(getattr(module, "__file__", None) or "").startswith(project):
+                sys.modules.setdefault(name, module)
+
+
 def profile_in(pytester: pytest.Pytester, *args: str) -> str:
     """Run the probe in the tiny project; ``"name max_examples"`` as it saw them."""
-    result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider", *args)
+    result = run(pytester, "-s", *args)
     assert result.ret == 0, result.stdout.str() + result.stderr.str()
     (line,) = [line for line in result.outlines if "PROFILE " in line]
     return line.partition("PROFILE ")[2]
@@ -79,7 +115,7 @@ def test_the_ini_option_names_a_profile(project: pytest.Pytester) -> None:
     project.makeini("[pytest]\nagnograd_hypothesis_profile = p3\n")
     assert profile_in(project) == "p3 3"
     project.makeini("[pytest]\nagnograd_hypothesis_profile = nosuchprofile\n")
-    result = project.runpytest_subprocess("-p", "no:cacheprovider")
+    result = run(project)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*agnograd_hypothesis_profile = nosuchprofile*"])
 
@@ -108,9 +144,7 @@ COUNTING = """
 
 def failing_runs(pytester: pytest.Pytester, backend: str) -> tuple[int, int]:
     """How often the test failed before pytest reported it, and the reported value."""
-    result = pytester.runpytest_subprocess(
-        "-s", "-p", "no:cacheprovider", "--agnograd-backend", backend
-    )
+    result = run(pytester, "-s", "--agnograd-backend", backend)
     assert result.ret == 1, result.stdout.str() + result.stderr.str()
     last = [line.split() for line in result.outlines if line.startswith("FAILURES ")][-1]
     return int(last[1]), int(last[3])
