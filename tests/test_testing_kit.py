@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_plugin_profiles import run as run_pytest
 
 import agnograd
 import agnograd.functions as F
@@ -45,6 +46,8 @@ from agnograd.testing._backends import (
     default_float,
     device_spellings,
 )
+
+pytest_plugins = ["pytester"]
 
 # -- helpers ------------------------------------------------------------------------
 
@@ -785,23 +788,14 @@ def test_all_is_complete(module):
     assert public == set(module.__all__)
 
 
-def _pytest(tmp_path, source: str, *args: str, env: dict[str, str] | None = None) -> Any:
-    (tmp_path / "test_probe.py").write_text(textwrap.dedent(source))
-    import os
-
-    environment = {k: v for k, v in os.environ.items() if k != "CI"} | (env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", *args],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env=environment,
-    )
+def _pytest(pytester: pytest.Pytester, source: str, *args: str) -> pytest.RunResult:
+    """pytest, as in a fresh interpreter (test_plugin_profiles.run), on ``source``
+    as test_probe.py."""
+    pytester.makepyfile(test_probe=textwrap.dedent(source))
+    return run_pytest(pytester, "-q", "-rA", *args)
 
 
-def test_plugin_fixtures_option_and_profiles(tmp_path):
+def test_plugin_fixtures_option_and_profiles(pytester, monkeypatch):
     source = """
         import json
         import array_api_compat
@@ -816,25 +810,27 @@ def test_plugin_fixtures_option_and_profiles(tmp_path):
             print("PROFILE", settings.get_current_profile_name(), settings().max_examples)
     """
     chosen = "numpy,array_api_strict:device1"
-    result = _pytest(tmp_path, source, "-s", "--agnograd-backend", chosen, env={"CI": "true"})
-    assert result.returncode == 0, result.stdout + result.stderr
-    lines = result.stdout.splitlines()
+    monkeypatch.setenv("CI", "true")
+    result = _pytest(pytester, source, "-s", "--agnograd-backend", chosen)
+    assert result.ret == 0, str(result.stdout) + str(result.stderr)
+    lines = result.outlines
     seen = [json.loads(line.partition("SEEN ")[2]) for line in lines if "SEEN " in line]
     assert seen == [["numpy", "cpu"], ["array_api_strict", "array_api_strict.Device('device1')"]]
-    assert "test_probe[array_api_strict:device1]" in result.stdout
-    assert "PROFILE ci 10" in result.stdout
+    assert "test_probe[array_api_strict:device1]" in str(result.stdout)
+    assert "PROFILE ci 10" in str(result.stdout)
 
-    result = _pytest(tmp_path, source, "--agnograd-backend", "nosuchlib")
-    assert result.returncode != 0
-    assert "backend 'nosuchlib' is unknown" in result.stderr
+    monkeypatch.delenv("CI")
+    result = _pytest(pytester, source, "--agnograd-backend", "nosuchlib")
+    assert result.ret != 0
+    assert "backend 'nosuchlib' is unknown" in str(result.stderr)
 
     # A device is spelled as in its specifier after '@NAME:'; a wrong one lists them.
-    result = _pytest(tmp_path, source, "--agnograd-backend", "array_api_strict:device9")
-    assert result.returncode != 0
+    result = _pytest(pytester, source, "--agnograd-backend", "array_api_strict:device9")
+    assert result.ret != 0
     assert (
         "--agnograd-backend array_api_strict:device9: array_api_strict has no device "
         "'device9' (valid spellings: array_api_strict:CPU_DEVICE, array_api_strict:device1,"
-    ) in result.stdout
+    ) in str(result.stdout)
 
 
 def test_devices_are_found_and_named_by_the_adapters():
@@ -920,9 +916,13 @@ def test_the_kit_lists_the_backends_of_the_adapter_registry(scratch_registry):
         backend_namespace("no_asarray")
 
 
-def test_the_xp_fixture_skips_an_installed_but_unusable_backend(tmp_path):
-    # Registered in a conftest.py: before the plugin reads --agnograd-backend.
-    (tmp_path / "conftest.py").write_text(
+def test_the_xp_fixture_skips_an_installed_but_unusable_backend(
+    pytester, monkeypatch, scratch_registry
+):
+    # Registered in a conftest.py: before the plugin reads --agnograd-backend (in the
+    # registry of this process: scratch_registry forgets it after).
+    monkeypatch.delenv("CI", raising=False)
+    (pytester.path / "conftest.py").write_text(
         "import agnograd\n"
         "agnograd.register_adapter(\n"
         '    agnograd.Adapter(name="no_gpu_lib", modules=("numpy",), unusable=lambda: "no GPU")\n'
@@ -932,6 +932,6 @@ def test_the_xp_fixture_skips_an_installed_but_unusable_backend(tmp_path):
         def test_probe(xp):
             pass
     """
-    result = _pytest(tmp_path, source, "--agnograd-backend", "numpy,no_gpu_lib")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "backend no_gpu_lib is installed but unusable: no GPU" in result.stdout
+    result = _pytest(pytester, source, "--agnograd-backend", "numpy,no_gpu_lib")
+    assert result.ret == 0, str(result.stdout) + str(result.stderr)
+    assert "backend no_gpu_lib is installed but unusable: no GPU" in str(result.stdout)
