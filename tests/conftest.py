@@ -43,6 +43,14 @@ from agnograd.core import _fast
 # is read once, when jax is first imported (nothing has imported it yet).
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
+# One thread for each library's operations in each test process: the README runs a
+# worker per core (pytest -n auto), so a thread pool per worker oversubscribes the
+# cores, and OpenMP's idle threads spin, waiting for the next operation: torch's FFT
+# of a 3x4 array costs 7 ms of CPU with two threads, 0.02 ms with one. Read when
+# torch is first imported; subprocesses of the tests inherit them.
+for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
 # JAX compiles a program for each shape and dtype of each operation, and for each plan
 # it lowers, and compiling is most of the time of the JAX tests; many of them compile
 # the same programs (a new jit of the same graph, the same shapes in another test).
