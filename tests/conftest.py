@@ -23,13 +23,14 @@ import atexit
 import contextlib
 import functools
 import importlib.util
+import json
 import os
 import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import pytest
@@ -38,6 +39,13 @@ from agnograd import Adapter, Variable
 from agnograd.backends import _backend
 from agnograd.backends._adapter import DLPACK_CPU
 from agnograd.core import _fast
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: each process computes what computed_once keeps
+    fcntl = None  # type: ignore[assignment]
+
+T = TypeVar("T")
 
 # Two CPU devices for JAX, so that its multi-device tests run on any machine; the flag
 # is read once, when jax is first imported (nothing has imported it yet).
@@ -176,6 +184,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def computed_once(
+    tmp_path_factory: pytest.TempPathFactory, name: str, compute: Callable[[], T]
+) -> T:
+    """``compute()``, for a module-scoped fixture whose value costs seconds (a
+    subprocess that runs SciPy, the benchmarks): computed by one process of the test
+    session, which the others wait for and read. pytest-xdist's workers would each
+    compute it where a module's tests are shared between them. The value must be
+    JSON; it is kept in the temporary directory that the workers share."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None or fcntl is None:
+        return compute()
+    path = tmp_path_factory.getbasetemp().parent / f"computed-once-{name}.json"
+    with open(f"{path}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if path.is_file():
+            return cast(T, json.loads(path.read_text()))
+        value = compute()
+        path.write_text(json.dumps(value))
+        return value
 
 
 @dataclass(frozen=True)

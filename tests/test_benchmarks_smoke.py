@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import computed_once
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 PREFIX = "BENCHMARK_JSON "
@@ -26,7 +27,13 @@ HAS_TORCH = importlib.util.find_spec("torch") is not None
 
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Run the benchmarks, both commands at once; their results and records."""
+    """Run the benchmarks, both commands at once; their results (``returncode``,
+    ``stdout``, ``stderr``) and records. Once in the test session: see
+    computed_once."""
+    return computed_once(tmp_path_factory, "benchmarks", lambda: _run(tmp_path_factory))
+
+
+def _run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     records = tmp_path_factory.mktemp("benchmarks") / "records.json"
     commands = {
         "timing": [
@@ -53,22 +60,22 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     try:
         for name, proc in procs.items():
             out, err = proc.communicate(timeout=300)
-            done[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+            done[name] = {"returncode": proc.returncode, "stdout": out, "stderr": err}
     finally:
         for proc in procs.values():
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
     timing = done["timing"]
-    assert timing.returncode == 0, timing.stdout + timing.stderr
+    assert timing["returncode"] == 0, timing["stdout"] + timing["stderr"]
     done.update(json.loads(records.read_text()))
     return done
 
 
-def record(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    assert result.returncode == 0, result.stdout + result.stderr
-    lines = [t for t in result.stdout.splitlines() if t.startswith(PREFIX)]
-    assert lines, f"no {PREFIX.strip()} line in:\n{result.stdout}"
+def record(result: dict[str, Any]) -> dict[str, Any]:
+    assert result["returncode"] == 0, result["stdout"] + result["stderr"]
+    lines = [t for t in result["stdout"].splitlines() if t.startswith(PREFIX)]
+    assert lines, f"no {PREFIX.strip()} line in:\n{result['stdout']}"
     parsed: dict[str, Any] = json.loads(lines[-1][len(PREFIX) :])
     return parsed
 
@@ -158,7 +165,7 @@ def test_compiled_jax_benchmark_runs(outputs: dict[str, Any]) -> None:
 
 
 def test_plot_is_drawn_where_matplotlib_is_installed(outputs: dict[str, Any]) -> None:
-    text = outputs["timing"].stdout
+    text = outputs["timing"]["stdout"]
     if importlib.util.find_spec("matplotlib") is None:
         assert "matplotlib is not installed" in text
     else:

@@ -30,6 +30,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 import pytest
+from conftest import computed_once
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -458,8 +459,12 @@ def _encode(a: np.ndarray) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def scipy_report() -> dict[str, Any]:
+def scipy_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     pytest.importorskip("scipy")
+    return computed_once(tmp_path_factory, "foreign-scipy-report", _scipy_report)
+
+
+def _scipy_report() -> dict[str, Any]:
     cases = {
         name: {"func": source, "inputs": [_encode(a) for a in inputs_for(name, specs)]}
         for name, (source, specs) in SCIPY_CASES.items()

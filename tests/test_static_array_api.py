@@ -272,8 +272,15 @@ print(json.dumps(report))
 
 
 @pytest.fixture(scope="module")
-def scipy_report() -> dict[str, Any]:
+def scipy_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     pytest.importorskip("scipy")
+    # Here, not at the top: the subprocess imports this module (and not conftest.py).
+    from conftest import computed_once
+
+    return computed_once(tmp_path_factory, "static-scipy-report", _scipy_report)
+
+
+def _scipy_report() -> dict[str, Any]:
     request = json.dumps({"cases": SCIPY_CASES, "backends": list(BACKENDS)})
     env = {**os.environ, "SCIPY_ARRAY_API": "1"}
     done = subprocess.run(

@@ -45,6 +45,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 import pytest
+from conftest import computed_once
 
 import agnograd
 from agnograd import Variable
@@ -445,9 +446,13 @@ print(json.dumps(report))
 
 
 @pytest.fixture(scope="module")
-def sklearn_report() -> dict[str, Any]:
+def sklearn_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     if importlib.util.find_spec("sklearn") is None:
         pytest.skip("scikit-learn is not installed")
+    return computed_once(tmp_path_factory, "sklearn-report", _sklearn_report)
+
+
+def _sklearn_report() -> dict[str, Any]:
     cases = {}
     for name, case in {**SKLEARN_CASES, **SCIPY_FAILING}.items():
         cases[name] = {
