@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import computed_once
 
 from agnograd import Adapter, Variable
 from agnograd.backends._backend import (
@@ -309,6 +310,13 @@ def plugin_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The environment of a Python that has the plug-in package pip-installed."""
     if importlib.util.find_spec("setuptools") is None:
         pytest.skip("building the plug-in needs setuptools")
+    target = computed_once(tmp_path_factory, "plugin", lambda: _install(tmp_path_factory))
+    path = os.pathsep.join(filter(None, [target, os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def _install(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """pip-installs the plug-in package into a new directory, which it returns."""
     tmp_path = tmp_path_factory.mktemp("plugin")
     source, target = tmp_path / "src", tmp_path / "site"
     # Built from a copy: pip builds in the source tree and would leave files there.
@@ -327,8 +335,7 @@ def plugin_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     )
     assert install.returncode == 0, install.stdout + install.stderr
     assert list(target.glob("agnograd_tinylib-*.dist-info"))
-    path = os.pathsep.join(filter(None, [str(target), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": path}
+    return str(target)
 
 
 def _run(env: dict[str, str], *args: str, cwd: Path | None = None) -> str:
