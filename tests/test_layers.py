@@ -16,6 +16,7 @@ on some path, counts as much as one at the top of a module.
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import textwrap
 from collections.abc import Mapping
@@ -60,7 +61,8 @@ def _type_checking_only(node: ast.AST) -> bool:
     return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
 
 
-def imports_of(path: Path) -> set[str]:
+@functools.cache  # read by three tests for each module; the sources do not change
+def imports_of(path: Path) -> frozenset[str]:
     """The agnograd modules ``path`` imports (names relative to the package)."""
     found: set[str] = set()
 
@@ -89,8 +91,12 @@ def imports_of(path: Path) -> set[str]:
             visit(child)
 
     visit(ast.parse(path.read_text()))
-    return {m for m in found if (PACKAGE / m.replace(".", "/")).with_suffix(".py").exists()
-            or (PACKAGE / m.replace(".", "/") / "__init__.py").exists()}  # fmt: skip
+    return frozenset(
+        m
+        for m in found
+        if (PACKAGE / m.replace(".", "/")).with_suffix(".py").exists()
+        or (PACKAGE / m.replace(".", "/") / "__init__.py").exists()
+    )
 
 
 MODULES = sorted(PACKAGE.rglob("*.py"))
