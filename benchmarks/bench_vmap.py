@@ -33,15 +33,16 @@ QUICK_SIZES, QUICK_BATCHES = (12, 8, 8, 4), (4, 8)
 TARGETS = {("numpy", 256): 4.5, ("torch", 256): 1.5, ("torch", 64): 2.0}
 
 
-def loss(ws: Any, x: Any, y: Any) -> Any:
-    """One sample's loss: the MLP's squared error (any array API library)."""
+def loss(ws: Any, x: Any, y: Any, tanh: Any = F.tanh, total: Any = F.sum) -> Any:
+    """One sample's loss: the MLP's squared error (agnograd's functions, or
+    ``tanh`` and ``total`` of another library)."""
     h = x
     for i, w in enumerate(ws):
         h = h @ w
         if i < len(ws) - 1:
-            h = F.tanh(h)
+            h = tanh(h)
     d = h - y
-    return F.sum(d * d)
+    return total(d * d)
 
 
 def hand(ws: list[Any], x: Any, y: Any) -> list[Any]:
@@ -87,12 +88,7 @@ def contestants(sizes: Any, batch: int) -> dict[str, Callable[[], Any]]:
         tws, tx, ty = [torch.from_numpy(w) for w in ws], torch.from_numpy(x), torch.from_numpy(y)
 
         def torch_loss(ws: Any, x: Any, y: Any) -> Any:
-            h = x
-            for i, w in enumerate(ws):
-                h = h @ w
-                if i < len(ws) - 1:
-                    h = torch.tanh(h)
-            return ((h - y) ** 2).sum()
+            return loss(ws, x, y, torch.tanh, torch.sum)
 
         torch_per_sample = torch.func.vmap(torch.func.grad(torch_loss), in_dims=(None, 0, 0))
         steps[f"torch.func B={batch}"] = lambda: torch_per_sample(tws, tx, ty)

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import agnograd
 from agnograd import Variable
 from agnograd.func import grad, jvp, vmap
-from agnograd.testing import backend_namespace
+from agnograd.testing import backend_namespace, to_numpy
 from agnograd.testing import strategies as ags
 from agnograd.transforms import _batching_rules
 
@@ -33,13 +33,6 @@ NAMES = list(ags.registered_domains())
 # Their nodes take the namespace of the array alone (the indices are no input), so a
 # batched index of an unbatched array is not batched yet: the array is batched here.
 GATHERS = {"take", "take_along_axis"}
-
-
-def to_numpy(a: Any) -> np.ndarray:
-    a = a.array if isinstance(a, Variable) else a
-    if isinstance(a, torch.Tensor):
-        return a.detach().resolve_conj().numpy()
-    return np.asarray(a)
 
 
 def leaves(y: Any) -> list[Any]:
