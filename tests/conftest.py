@@ -20,33 +20,25 @@ modules share the process).
 from __future__ import annotations
 
 import atexit
-import contextlib
 import functools
 import gc
 import importlib.util
-import json
 import os
 import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import numpy as np
 import pytest
+from _session import GENERAL_PATH_FILES, path_of_run
 
 from agnograd import Adapter, Variable
 from agnograd.backends import _backend
 from agnograd.backends._adapter import DLPACK_CPU
 from agnograd.core import _fast
-
-try:
-    import fcntl
-except ImportError:  # not POSIX: each process computes what computed_once keeps
-    fcntl = None  # type: ignore[assignment]
-
-T = TypeVar("T")
 
 # Two CPU devices for JAX, so that its multi-device tests run on any machine; the flag
 # is read once, when jax is first imported (nothing has imported it yet).
@@ -97,42 +89,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 if os.environ.get("AGNOGRAD_FAST_PATHS") == "0":
     _fast.set_enabled(False)
 
-#: The core's test files, whose every test runs twice: as it is (``[fast]``) and with
-#: the fast paths off (``[general]``), every node going through ``FunctionNode.apply``
-#: (tests/test_fast_paths.py compares the two paths function by function). In this
-#: process rather than a second pytest: the switch is read at each call, and a
-#: subprocess would import and collect everything again.
-GENERAL_PATH_FILES = frozenset(
-    {
-        "test_core.py",
-        "test_engine.py",
-        "test_function_node.py",
-        "test_operators.py",
-        "test_versions.py",
-        "test_inplace.py",
-        "test_variable.py",
-        "test_chainer_core.py",
-    }
-)
-
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if metafunc.definition.path.name in GENERAL_PATH_FILES:
         metafunc.parametrize("_agnograd_path", ["fast", "general"], indirect=True)
-
-
-@contextlib.contextmanager
-def path_of_run(name: str) -> Iterator[None]:
-    """Nothing for a ``fast`` run; the fast paths off for a ``general`` one."""
-    if name == "fast":
-        yield
-        return
-    was = _fast.enabled
-    _fast.set_enabled(False)
-    try:
-        yield
-    finally:
-        _fast.set_enabled(was)
 
 
 @pytest.fixture(autouse=True)
@@ -191,27 +151,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
-
-
-def computed_once(
-    tmp_path_factory: pytest.TempPathFactory, name: str, compute: Callable[[], T]
-) -> T:
-    """``compute()``, for a module-scoped fixture whose value costs seconds (a
-    subprocess that runs SciPy, the benchmarks): computed by one process of the test
-    session, which the others wait for and read. pytest-xdist's workers would each
-    compute it where a module's tests are shared between them. The value must be
-    JSON; it is kept in the temporary directory that the workers share."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker is None or fcntl is None:
-        return compute()
-    path = tmp_path_factory.getbasetemp().parent / f"computed-once-{name}.json"
-    with open(f"{path}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if path.is_file():
-            return cast(T, json.loads(path.read_text()))
-        value = compute()
-        path.write_text(json.dumps(value))
-        return value
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import computed_once
+from _session import computed_once
 
 from agnograd import Adapter, Variable
 from agnograd.backends._backend import (

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import computed_once
+from _session import computed_once
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 PREFIX = "BENCHMARK_JSON "

@@ -308,7 +308,7 @@ def test_core_on_the_general_path() -> None:
     """The core's tests run a second time with every node going through
     ``FunctionNode.apply``: conftest.py gives each test of its GENERAL_PATH_FILES a
     ``[general]`` run under ``path_of_run("general")``, which is checked here."""
-    from conftest import GENERAL_PATH_FILES, path_of_run
+    from _session import GENERAL_PATH_FILES, path_of_run
 
     assert all((ROOT / "tests" / name).is_file() for name in GENERAL_PATH_FILES)
     real = agnograd.FunctionNode.apply

@@ -30,7 +30,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 import pytest
-from conftest import computed_once
+from _session import computed_once
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp

@@ -275,7 +275,7 @@ print(json.dumps(report))
 def scipy_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     pytest.importorskip("scipy")
     # Here, not at the top: the subprocess imports this module (and not conftest.py).
-    from conftest import computed_once
+    from _session import computed_once
 
     return computed_once(tmp_path_factory, "static-scipy-report", _scipy_report)
 

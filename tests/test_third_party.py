@@ -45,7 +45,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 import pytest
-from conftest import computed_once
+from _session import computed_once
 
 import agnograd
 from agnograd import Variable
