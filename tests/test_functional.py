@@ -278,6 +278,7 @@ def _problem(seed: int) -> dict[str, np.ndarray]:
 
 
 @functools.cache
+@functools.cache  # the same jitted functions for every example and library
 def _jax_references() -> dict[str, Any]:
     """JAX's transforms of the test functions, jitted once: eager JAX compiles every
     operation for every shape, and the examples share theirs."""
