@@ -30,9 +30,6 @@ torch = pytest.importorskip("torch")
 BACKENDS = ("numpy", "array_api_strict", "torch")
 EXAMPLES = settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 NAMES = list(ags.registered_domains())
-# Their nodes take the namespace of the array alone (the indices are no input), so a
-# batched index of an unbatched array is not batched yet: the array is batched here.
-GATHERS = {"take", "take_along_axis"}
 
 
 def leaves(y: Any) -> list[Any]:
@@ -66,7 +63,7 @@ def test_function_under_vmap_is_a_loop(name: str, backend: str, data: Any) -> No
         axis = data.draw(st.sampled_from([0, 1, None] if x.ndim else [0, None]), label="axis")
         axes.append(axis)
         batched.append(x if axis is None else xp.stack(ex, axis=axis))
-    if all(a is None for a in axes) or (name in GATHERS and axes[0] is None):
+    if all(a is None for a in axes):
         axes[0], batched[0] = 0, xp.stack(per_input[0], axis=0)
     inputs = [
         [x if a is None else ex[k] for x, a, ex in zip(case.inputs, axes, per_input, strict=True)]
@@ -253,3 +250,53 @@ def test_setitem_per_example() -> None:
 def test_errors(call: Any, message: str) -> None:
     with pytest.raises((ValueError, TypeError), match=message):
         call()
+
+
+# -- indexing with a batched index, writing a batched value
+
+
+def gathers() -> list[Any]:
+    """One example's gathers: ``take``, ``take_along_axis``, ``x[i]``, ``x[i, j]`` and
+    ``x[:, i]`` (of a Variable)."""
+    return [
+        lambda x, i: agnograd.namespace(x).take(x, i, axis=1),
+        lambda x, i: agnograd.namespace(x).take_along_axis(
+            x, agnograd.namespace(i).stack([i, i]), axis=1
+        ),
+        lambda x, i: Variable(x)[i[:1] // 3],  # not the standard's either
+        lambda x, i: Variable(x)[i[:1] // 3, i[1:2]],
+        lambda x, i: Variable(x)[:, i],  # not the standard's: not on array-api-strict
+    ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("k", range(5))
+@pytest.mark.parametrize("batch_x", [False, True])
+def test_batched_index_into_an_array(backend: str, k: int, batch_x: bool) -> None:
+    if k in (2, 4) and backend == "array_api_strict":
+        pytest.skip("array-api-strict indexes with arrays only beside integers, all axes")
+    xp = backend_namespace(backend)
+    x = xp.reshape(xp.arange(12, dtype=xp.float64), (2, 6))
+    xs = xp.stack([x, x * 2.0, -x])
+    index = xp.asarray([[1, 0, 5], [2, 2, 1], [0, 4, 3]])
+    f = gathers()[k]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", agnograd.VmapFallbackWarning)  # batched, no loop
+        got = vmap(f, in_axes=(0 if batch_x else None, 0))(xs if batch_x else x, index)
+    want = np.stack([to_numpy(f(xs[b, ...] if batch_x else x, index[b, ...])) for b in range(3)])
+    np.testing.assert_array_equal(to_numpy(got), want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_per_sample_gradient_through_a_batched_index(backend: str) -> None:
+    xp = backend_namespace(backend)
+    x = xp.reshape(xp.arange(12, dtype=xp.float64), (2, 6)) / 5.0
+    index = xp.asarray([[1, 0, 1], [2, 2, 1], [0, 4, 3]])
+
+    def loss(x: Any, i: Any) -> Any:
+        ns = agnograd.namespace(x, i)
+        return ns.sum(ns.take(x, i, axis=1) ** 3) + ns.sum(ns.sin(x[i // 3, i]))
+
+    got = vmap(grad(loss), in_axes=(None, 0))(x, index)
+    want = np.stack([to_numpy(grad(loss)(x, index[b, ...])) for b in range(3)])
+    np.testing.assert_allclose(to_numpy(got), want, rtol=1e-12)

@@ -3,10 +3,11 @@ key, with a full slice in front for the batch axis."""
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from agnograd.transforms._batching import BatchedArray, level_of
-from agnograd.transforms._batching_rules import _aligned, _inner, fallback
+from agnograd.transforms._batching_rules import _aligned, _inner, batching_namespace, fallback
 
 
 def _is_index_array(k: Any) -> bool:
@@ -17,7 +18,10 @@ def getitem(x: BatchedArray, key: Any) -> Any:
     """``x[key]`` per example: the batch axis gets a full slice in front."""
     items = key if isinstance(key, tuple) else (key,)
     if any(level_of(k) == x.level for k in items):
-        return fallback("__getitem__", (x, key), {})
+        out = _batched_key(x, items)
+        if out is NotImplemented:
+            out = fallback("__getitem__", (x, key), {}, operator.getitem)
+        return out
     out = x.data[(slice(None), *items)]
     # Advanced indices apart (x[i, :, j]) put their axes first, before the batch's.
     advanced = [
@@ -29,6 +33,38 @@ def getitem(x: BatchedArray, key: Any) -> Any:
         nd = max(len(items[p].shape) if _is_index_array(items[p]) else 0 for p in advanced)
         out = _inner(x).moveaxis(out, nd, 0)
     return BatchedArray(out, x.level)
+
+
+def _batched_key(x: BatchedArray, items: tuple[Any, ...]) -> Any:
+    """``x[items]`` per example where some index arrays are batched (at ``x``'s
+    level): one integer array among full slices is a ``take``; integer arrays and
+    integers alone index with the batch's own positions in front. NotImplemented
+    (the loop) for the rest: boolean masks (their shapes depend on the data), ``None``,
+    slices beside several arrays."""
+    if any(k is None for k in items) or items.count(Ellipsis) > 1:
+        return NotImplemented
+    if Ellipsis in items:
+        at = items.index(Ellipsis)
+        fill = (slice(None),) * (x.ndim - len(items) + 1)
+        items = items[:at] + fill + items[at + 1 :]
+    items = items + (slice(None),) * (x.ndim - len(items))  # the trailing axes
+    arrays = [p for p, k in enumerate(items) if _is_index_array(k)]
+    ns = batching_namespace(x)
+    if any(ns.isdtype(items[p].dtype, "bool") for p in arrays):
+        return NotImplemented
+    rest = [k for p, k in enumerate(items) if p not in arrays]
+    if len(arrays) == 1 and all(k == slice(None) for k in rest):
+        (p,) = arrays
+        index = items[p]
+        out = ns.take(x, ns.reshape(index, (-1,)), axis=p)
+        return ns.reshape(out, (*x.shape[:p], *index.shape, *x.shape[p + 1 :]))
+    if all(isinstance(k, int) for k in rest):
+        xp = _inner(x)
+        rank = max(items[p].ndim for p in arrays)
+        batch = xp.reshape(xp.arange(x.batch_size, device=x.data.device), (-1, *(1,) * rank))
+        key = (batch, *[_aligned(k, x.level, rank) for k in items])
+        return BatchedArray(x.data[key], x.level)
+    return NotImplemented
 
 
 def setitem(x: BatchedArray, key: Any, value: Any) -> None:

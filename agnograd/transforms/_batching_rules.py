@@ -295,8 +295,9 @@ def _direct(name: str, args: Any, kwargs: dict[str, Any]) -> Any:
 _warned: set[str] = set()
 
 
-def fallback(name: str, args: Any, kwargs: Any) -> Any:
-    """``name`` once per example, the results stacked, with a warning once."""
+def fallback(name: str, args: Any, kwargs: Any, fn: Callable[..., Any] | None = None) -> Any:
+    """``name`` (the function ``fn``, by default the namespace's ``name``) once per
+    example, the results stacked, with a warning once."""
     level, top = _top(args, kwargs)
     assert top is not None
     if name not in _warned:
@@ -309,7 +310,8 @@ def fallback(name: str, args: Any, kwargs: Any) -> Any:
             stacklevel=3,
         )
     xp = _inner(top)
-    fn = _resolve(xp, name)
+    if fn is None:
+        fn = _resolve(xp, name)
     results = []
     for i in range(top.batch_size):
 
@@ -363,6 +365,41 @@ class BatchingNamespace:
 
     def _base(self) -> Any:
         return self._raw
+
+    def scatter_add_flat(self, dst: Any, positions: Any, values: Any) -> Any:
+        """:func:`agnograd.backends._backend.scatter_add_flat` of each example: the
+        batch's rows laid end to end, each example's positions moved to its row."""
+        from agnograd.backends._backend import scatter_add_flat
+
+        level, top = _top((dst, positions, values), {})
+        assert top is not None
+        xp, size, n = _inner(top), top.batch_size, dst.shape[0]
+        rows = xp.reshape(xp.arange(size, dtype=positions.dtype, device=top.data.device), (-1, 1))
+        moved = _batched(positions, level, size, top) + rows * n
+        out = scatter_add_flat(
+            xp.reshape(_batched(dst, level, size, top), (-1,)),
+            xp.reshape(moved, (-1,)),
+            xp.reshape(_batched(values, level, size, top), (-1,)),
+        )
+        return BatchedArray(xp.reshape(out, (size, n)), level)
+
+    def _lift(self, x: Any, others: Any, *, copy: bool = False) -> Any:
+        """``x`` batched at the highest level among ``others`` (the index or the value
+        of an indexing node): a raw ``x`` repeated over the batch (a view, or with
+        ``copy`` an array of its own that a write may change), else ``x`` as it is.
+
+        Indexing nodes ask it of their namespace (see
+        :func:`agnograd.functions._core.lifted`), since ``x[key]`` and ``x[key] =
+        value`` are Python's operators on ``x``, which a batched key or value cannot
+        answer for it.
+        """
+        level, top = _top(others, {})
+        if top is None or level_of(x) >= level:
+            return x
+        data = _batched(x, level, top.batch_size, top)
+        if copy:
+            data = _inner(top).asarray(data, copy=True)
+        return BatchedArray(data, level)
 
     def __array_namespace_info__(self) -> Any:
         return self._raw.__array_namespace_info__()
@@ -549,10 +586,23 @@ def _tile(x: Any, repetitions: Any, /) -> Any:
 
 @batching_rule("take")
 def _take(x: Any, indices: Any, /, *, axis: int | None = None) -> Any:
-    if level_of(x) <= level_of(indices):
-        return NotImplemented  # a batched index: the loop
-    axis = 0 if axis is None else axis
-    return BatchedArray(_inner(x).take(x.data, indices, axis=_axis("take", axis, x.ndim)), x.level)
+    level, top = _top((x, indices), {})
+    assert top is not None
+    a = _axis("take", 0 if axis is None else axis, x.ndim)  # an axis of the batch
+    if level_of(indices) != level:
+        return BatchedArray(_inner(x).take(x.data, indices, axis=a), level)
+    xp, size, n = _inner(top), top.batch_size, indices.shape[0]
+    if level_of(x) != level:
+        # One take for the whole batch's indices, from the one array they share
+        flat = xp.take(x, xp.reshape(indices.data, (-1,)), axis=a - 1)
+        shape = (*x.shape[: a - 1], size, n, *x.shape[a:])
+        return BatchedArray(xp.moveaxis(xp.reshape(flat, shape), a - 1, 0), level)
+    # Each example's indices along its own array: take_along_axis, the indices
+    # spread over the other axes
+    spread = (size, *(1,) * (a - 1), n, *(1,) * (x.ndim - a))
+    index = xp.reshape(indices.data, spread)
+    index = xp.broadcast_to(index, (size, *x.shape[: a - 1], n, *x.shape[a:]))
+    return BatchedArray(xp.take_along_axis(x.data, index, axis=a), level)
 
 
 @batching_rule("take_along_axis")
