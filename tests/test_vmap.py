@@ -213,15 +213,50 @@ def test_data_dependent_python_is_refused(body: Any) -> None:
         vmap(body)(X)
 
 
-def test_writing_a_batched_value_into_an_unbatched_array_is_refused() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_writing_a_batched_value_into_a_shared_array_is_refused(backend: str) -> None:
+    xp = backend_namespace(backend)
+
     def write(x: Any) -> Any:
-        out = np.zeros(2)
+        out = x.__array_namespace__().zeros(2, dtype=x.dtype)  # the library's own
         out[0] = x[0]
         return out
 
-    # NumPy turns vmap's error into its own ValueError
-    with pytest.raises((agnograd.ConcretizationTypeError, ValueError)):
-        vmap(write)(X)
+    # NumPy turns vmap's error into its own ValueError: vmap's is its cause
+    with pytest.raises((agnograd.ConcretizationTypeError, ValueError)) as info:
+        vmap(write)(xp.asarray(X))
+    error = info.value if backend != "numpy" else info.value.__cause__
+    assert isinstance(error, agnograd.ConcretizationTypeError)
+    assert "writing a batched value into an array that every example shares" in str(error)
+    assert "test_vmap.py" in str(error)
+    assert "xp.where" in str(error)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("make", ["namespace", "variable"])
+def test_writing_a_batched_value_makes_a_variable_batched(backend: str, make: str) -> None:
+    xp = backend_namespace(backend)
+
+    def write(w: Any, x: Any) -> Any:
+        ns = agnograd.namespace(w, x)
+        if make == "namespace":
+            h = ns.zeros(3, dtype=x.dtype)
+        else:
+            h = Variable(xp.zeros(3, dtype=x.dtype), requires_grad=False)
+        h[0] = x[1]
+        h[1] = ns.sum(x * w)
+        h[2:] = x[:1] ** 2
+        return ns.sum(h * w[0])
+
+    w = xp.asarray([0.5, -2.0])
+    got = vmap(write, in_axes=(None, 0))(w, xp.asarray(X))
+    want = np.stack([to_numpy(write(w, xp.asarray(r))) for r in X])
+    np.testing.assert_allclose(to_numpy(got), want, rtol=1e-12)
+    # per-example gradients through the writes, as in a loop
+    got = vmap(grad(write, argnums=(0, 1)), in_axes=(None, 0))(w, xp.asarray(X))
+    for k in range(2):
+        want = np.stack([to_numpy(grad(write, argnums=(0, 1))(w, xp.asarray(r))[k]) for r in X])
+        np.testing.assert_allclose(to_numpy(got[k]), want, rtol=1e-12)
 
 
 def test_setitem_per_example() -> None:

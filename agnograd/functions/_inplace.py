@@ -56,6 +56,7 @@ from agnograd.core._config import AUTO_FORWARD, BACKPROP, MODE
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.core._variable_node import VariableNode
+from agnograd.functions._core import lifted
 from agnograd.functions._namespace import namespace_of
 
 
@@ -134,9 +135,14 @@ class SetItem(FunctionNode):
         x = inputs[0]
         if self.done:
             return (x,)
-        if self.copy:
-            x = self.xp.asarray(x, copy=True)
         value = self.scalar if len(inputs) == 1 else inputs[1]
+        # Under vmap, a batched value makes x batched (in an array of its own: the
+        # examples share x's memory)
+        written = x if len(inputs) == 1 else lifted(self.xp, x, (value,), copy=True)
+        if written is not x:
+            x = written
+        elif self.copy:
+            x = self.xp.asarray(x, copy=True)
         try:
             x[self.key] = value
         except (TypeError, ValueError, NotImplementedError):

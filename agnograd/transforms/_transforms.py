@@ -100,16 +100,17 @@ def _differentiable(x: Any, op: str, where: str) -> Any:
 def is_floating(x: Any) -> bool:
     """Whether the raw array ``x`` has a real or complex floating dtype."""
     dtype = x.dtype
-    known = _floating_dtype.get(x.__class__)
+    known = _floating_dtype.get(dtype.__class__)
     if known is not None and dtype == known:  # the common case, at once
         return True
     if not raw_namespace(x).isdtype(dtype, ("real floating", "complex floating")):
         return False
-    _floating_dtype[x.__class__] = dtype
+    _floating_dtype[dtype.__class__] = dtype
     return True
 
 
-# The floating dtype met last, by class of array (a library's isdtype is slow).
+# The floating dtype met last, by class of dtype (a library's isdtype is slow); not by
+# class of array: vmap's batched arrays hold any library's.
 _floating_dtype: dict[type, Any] = {}
 
 
