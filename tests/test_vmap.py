@@ -335,3 +335,27 @@ def test_per_sample_gradient_through_a_batched_index(backend: str) -> None:
     got = vmap(grad(loss), in_axes=(None, 0))(x, index)
     want = np.stack([to_numpy(grad(loss)(x, index[b, ...])) for b in range(3)])
     np.testing.assert_allclose(to_numpy(got), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    ("f", "axes"),
+    [
+        (lambda a, s: a * s, (0, 0)),  # an example's 0-d float64 beside float32
+        (lambda a, s: s - a, (0, 0)),
+        (lambda a, s: agnograd.namespace(a, s).maximum(a, s), (None, 0)),
+        (lambda a, s: agnograd.namespace(a, s).where(a > 0.5, s, a), (0, 0)),
+        (lambda a, s: a[0] + s, (0, None)),  # a batched 0-d float32, a shared float64
+        (lambda a, s: s > a, (0, 0)),
+    ],
+)
+def test_type_promotion_of_0d_operands_is_the_loops(backend: str, f: Any, axes: Any) -> None:
+    xp = backend_namespace(backend)
+    a = xp.reshape(xp.arange(6, dtype=xp.float32), (3, 2)) / 7
+    s = xp.asarray([1.0 / 3.0, 2.0, -1.0], dtype=xp.float64)
+    args = (a if axes[0] == 0 else a[0, ...], s if axes[1] == 0 else s[0])
+    got = vmap(f, in_axes=axes)(*args)
+    pairs = list(zip(args, axes, strict=True))
+    loop = [f(*(x if ax is None else x[b, ...] for x, ax in pairs)) for b in range(3)]
+    assert to_numpy(got).dtype == to_numpy(loop[0]).dtype
+    np.testing.assert_array_equal(to_numpy(got), np.stack([to_numpy(y) for y in loop]))

@@ -215,11 +215,41 @@ def wrap(out: Any, level: int) -> Any:
 def elementwise(fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     """The broadcasting rule: ``fn`` on the operands, batched ones aligned."""
     level, _ = _top(args, kwargs)
-    ranks = [a.ndim for a in (*args, *kwargs.values()) if hasattr(a, "shape")]
-    rank = max(ranks, default=0)
+    arrays = [a for a in (*args, *kwargs.values()) if hasattr(a, "shape")]
+    rank = max([a.ndim for a in arrays], default=0)
+    d = arrays[0].dtype if arrays else None
     new = [_aligned(a, level, rank) for a in args]
     out = fn(*new, **{k: _aligned(v, level, rank) for k, v in kwargs.items()})
+    if out.shape[0] and any(a.ndim == 0 for a in arrays) and any(a.dtype != d for a in arrays):
+        out = _promoted(fn, args, kwargs, level, rank, out)
     return BatchedArray(out, level)
+
+
+def _promoted(
+    fn: Callable[..., Any], args: Any, kwargs: Any, level: int, rank: int, out: Any
+) -> Any:
+    """``out`` in the dtype the examples' own call gives, where a 0-d operand of one
+    example took part in type promotion as the array it is in the batch: PyTorch
+    promotes a 0-d tensor beside others by its kind only (float32 beside a float64
+    0-d tensor stays float32; batched, the 0-d one has an axis and wins), so the 0-d
+    operands are cast to the first example's result dtype and ``fn`` runs again, as
+    PyTorch casts them before computing."""
+
+    def first(a: Any) -> Any:
+        return a.data[0, ...] if level_of(a) == level else a
+
+    one = fn(*[first(a) for a in args], **{k: first(v) for k, v in kwargs.items()})
+    if one.dtype == out.dtype:
+        return out
+    xp = raw_namespace(one)
+
+    def cast(a: Any) -> Any:
+        # (where's condition stays bool)
+        if hasattr(a, "shape") and not a.ndim and not xp.isdtype(a.dtype, "bool"):
+            a = raw_namespace(a).astype(a, one.dtype)
+        return _aligned(a, level, rank)
+
+    return fn(*[cast(a) for a in args], **{k: cast(v) for k, v in kwargs.items()})
 
 
 def _bind(name: str, spec: Axes, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
