@@ -359,3 +359,86 @@ def test_type_promotion_of_0d_operands_is_the_loops(backend: str, f: Any, axes: 
     loop = [f(*(x if ax is None else x[b, ...] for x, ax in pairs)) for b in range(3)]
     assert to_numpy(got).dtype == to_numpy(loop[0]).dtype
     np.testing.assert_array_equal(to_numpy(got), np.stack([to_numpy(y) for y in loop]))
+
+
+def _namespace_call(name: str, **kwargs: Any) -> Any:
+    def call(*xs: Any) -> Any:
+        return getattr(agnograd.namespace(*xs), name)(*xs, **kwargs)
+
+    return call
+
+
+_RNG = np.random.default_rng(3)
+_SORTED = np.sort(_RNG.normal(size=(3, 6)), axis=1)
+_GRID = np.arange(9.0).reshape(3, 3)
+RULED = [
+    (
+        _namespace_call("tensordot", axes=([1], [0])),
+        (_RNG.normal(size=(3, 2, 4)), _RNG.normal(size=(3, 4, 2, 5))),
+    ),
+    (_namespace_call("tensordot", axes=0), (_RNG.normal(size=(3, 2)), _RNG.normal(size=(3, 4)))),
+    (_namespace_call("searchsorted"), (_SORTED, _RNG.normal(size=(3, 2, 4)))),
+    (_namespace_call("searchsorted", side="right"), (_SORTED, _SORTED[::-1].copy())),
+    (
+        _namespace_call("isin"),
+        (np.array([[1, 2, 3], [4, 4, 1], [0, 7, 2]]), np.array([[2, 9], [4, 1], [5, 0]])),
+    ),
+    (
+        _namespace_call("isin", invert=True),
+        (np.array([[1, 2], [4, 1], [0, 7]]), np.array([[2, 9], [4, 1], [5, 0]])),
+    ),
+    (_namespace_call("meshgrid"), (_GRID, _GRID[:, :2], _GRID)),
+    (_namespace_call("meshgrid", indexing="ij"), (_GRID, _GRID[:, :2])),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("k", range(len(RULED)))
+@pytest.mark.parametrize("unbatched", [None, 0, 1])
+def test_functions_with_rules_of_their_own(
+    backend: str, k: int, unbatched: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batched by a rule, no loop: equal to the loop, with the loop's dtypes."""
+    monkeypatch.setattr(_batching_rules, "_warned", set())  # a loop would warn
+    if k == 5 and backend == "array_api_strict":
+        pytest.skip("array-api-strict 2.6's isin ignores invert")
+    xp = backend_namespace(backend)
+    f, arrays = RULED[k]
+    axes = tuple(None if j == unbatched else 0 for j in range(len(arrays)))
+    args = tuple(xp.asarray(a if ax == 0 else a[0]) for a, ax in zip(arrays, axes, strict=True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", agnograd.VmapFallbackWarning)
+        got = leaves(vmap(f, in_axes=axes)(*args))
+    pairs = list(zip(args, axes, strict=True))
+    loop = [leaves(f(*(a if ax is None else a[b, ...] for a, ax in pairs))) for b in range(3)]
+    for j, g in enumerate(got):
+        want = np.stack([to_numpy(row[j]) for row in loop])
+        assert to_numpy(g).dtype == want.dtype
+        np.testing.assert_allclose(to_numpy(g), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", ["unique_values", "unique_counts", "unique_inverse", "unique_all"])
+def test_set_functions_run_the_loop_once_warned(
+    backend: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Their results' sizes depend on the values: a loop, right where the examples agree
+    on them, refused where they do not."""
+    monkeypatch.setattr(_batching_rules, "_warned", set())
+    xp = backend_namespace(backend)
+    x = xp.asarray([[3.0, 1.0, 3.0, 2.0], [2.0, 2.0, 1.0, 3.0], [1.0, 3.0, 2.0, 1.0]])
+    f = _namespace_call(name)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = leaves(vmap(f)(x))
+        vmap(f)(x)
+    assert all(w.category is agnograd.VmapFallbackWarning for w in caught)
+    warned = [str(w.message).split()[1] for w in caught]
+    assert len(warned) == len(set(warned)) >= 1  # once per function
+    loop = [leaves(f(x[b, ...])) for b in range(3)]
+    for j, g in enumerate(got):
+        np.testing.assert_array_equal(to_numpy(g), np.stack([to_numpy(row[j]) for row in loop]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", agnograd.VmapFallbackWarning)
+        with pytest.raises(ValueError, match="depends on each example's values"):
+            vmap(f)(xp.asarray([[1.0, 1.0], [1.0, 2.0]]))

@@ -22,6 +22,7 @@ A function with no rule, or arguments its rule does not take (a batched index of
 from __future__ import annotations
 
 import functools
+import math
 import operator
 import warnings
 from collections.abc import Callable
@@ -330,15 +331,6 @@ def fallback(name: str, args: Any, kwargs: Any, fn: Callable[..., Any] | None = 
     example, the results stacked, with a warning once."""
     level, top = _top(args, kwargs)
     assert top is not None
-    if name not in _warned:
-        _warned.add(name)
-        warnings.warn(
-            f"vmap: {name} has no batching rule for these arguments, so it runs once per "
-            "example in a Python loop (slow); add one with agnograd.func.batching_rule"
-            f"({name!r}) (see the vmap guide)",
-            VmapFallbackWarning,
-            stacklevel=3,
-        )
     xp = _inner(top)
     if fn is None:
         fn = _resolve(xp, name)
@@ -349,6 +341,17 @@ def fallback(name: str, args: Any, kwargs: Any, fn: Callable[..., Any] | None = 
             return a.data[i, ...] if level_of(a) == level else a
 
         results.append(fn(*tree_map(one, list(args)), **tree_map(one, dict(kwargs))))
+    # Once the loop ran (a library that lacks the function raises before: its caller
+    # may compute it another way, with rules)
+    if name not in _warned:
+        _warned.add(name)
+        warnings.warn(
+            f"vmap: {name} has no batching rule for these arguments, so it runs once per "
+            "example in a Python loop (slow); add one with agnograd.func.batching_rule"
+            f"({name!r}) (see the vmap guide)",
+            VmapFallbackWarning,
+            stacklevel=3,
+        )
     leaves, structure = flatten(results[0])
     columns = [flatten(r)[0] for r in results]
     stacked = []
@@ -357,7 +360,8 @@ def fallback(name: str, args: Any, kwargs: Any, fn: Callable[..., Any] | None = 
         if len(shapes) > 1:
             raise ValueError(
                 f"vmap: {name} gives results of different shapes across the batch "
-                f"({sorted(shapes)[:3]}); a batch needs one shape: compute without it"
+                f"({sorted(shapes)[:3]}): the size of its result depends on each example's "
+                "values, and a batch has one shape; call it outside vmap, once per example"
             )
         stacked.append(BatchedArray(xp.stack([c[j] for c in columns], axis=0), level))
     return unflatten(structure, stacked)
@@ -564,12 +568,23 @@ def _outer(x1: Any, x2: Any, /) -> Any:
 
 def _tensordot(x1: Any, x2: Any, /, *, axes: Any = 2) -> Any:
     l1, l2 = level_of(x1), level_of(x2)
-    if l1 == l2:
-        return NotImplemented  # both batched: the loop
     if isinstance(axes, int):
         a1, a2 = list(range(x1.ndim - axes, x1.ndim)), list(range(axes))
     else:
         a1, a2 = [a % x1.ndim for a in axes[0]], [a % x2.ndim for a in axes[1]]
+    if l1 == l2:
+        # Both batched: a batched matmul of (free axes, contracted axes) matrices
+        xp, size = _inner(x1), x1.batch_size
+        free1 = [a for a in range(x1.ndim) if a not in a1]
+        free2 = [a for a in range(x2.ndim) if a not in a2]
+        s1, s2 = [x1.shape[a] for a in free1], [x2.shape[a] for a in free2]
+        k = math.prod(x1.shape[a] for a in a1)
+        m1 = xp.permute_dims(x1.data, (0, *[a + 1 for a in free1], *[a + 1 for a in a1]))
+        m2 = xp.permute_dims(x2.data, (0, *[a + 1 for a in a2], *[a + 1 for a in free2]))
+        product = xp.matmul(
+            xp.reshape(m1, (size, math.prod(s1), k)), xp.reshape(m2, (size, k, math.prod(s2)))
+        )
+        return BatchedArray(xp.reshape(product, (size, *s1, *s2)), l1)
     if l1 > l2:
         xp = _inner(x1)
         return BatchedArray(xp.tensordot(x1.data, x2, axes=([a + 1 for a in a1], a2)), l1)
@@ -649,3 +664,49 @@ def _asarray(obj: Any, /, **kwargs: Any) -> Any:
     if obj.__class__ is not BatchedArray:
         return NotImplemented
     return BatchedArray(_inner(obj).asarray(obj.data, **kwargs), obj.level)
+
+
+@batching_rule("searchsorted")
+def _searchsorted(x1: Any, x2: Any, /, *, side: str = "left", sorter: Any = None) -> Any:
+    level, top = _top((x1, x2, sorter), {})
+    assert top is not None
+    if level_of(x1) != level and level_of(sorter) != level:
+        # One sorted array for every example: the library's search, on the whole batch
+        xp = _inner(x2)
+        return BatchedArray(xp.searchsorted(x1, x2.data, side=side, sorter=sorter), level)
+    # Each example's own sorted array: where a value goes is how many elements come
+    # before it (are less, or not greater, on the right), whatever the order
+    ns = batching_namespace(top)
+    before = ns.less if side == "left" else ns.less_equal
+    info = raw_namespace(_unwrapped(top)).__array_namespace_info__()
+    dtype = info.default_dtypes(device=top.device)["indexing"]
+    return ns.sum(ns.astype(before(x1, ns.expand_dims(x2, axis=-1)), dtype), axis=-1)
+
+
+@batching_rule("isin")
+def _isin(x1: Any, x2: Any, /, *, invert: bool = False) -> Any:
+    level, top = _top((x1, x2), {})
+    assert top is not None
+    if level_of(x2) != level:  # one x2 for every example: the library's, on the batch
+        return BatchedArray(_inner(x1).isin(x1.data, x2, invert=invert), level)
+    ns = batching_namespace(top)
+    # Every element of x1 against every element of its example's x2
+    found = ns.any(ns.equal(ns.expand_dims(x1, axis=-1), ns.reshape(x2, (-1,))), axis=-1)
+    return ns.logical_not(found) if invert else found
+
+
+@batching_rule("meshgrid")
+def _meshgrid(*arrays: Any, indexing: str = "xy") -> Any:
+    _level, top = _top(arrays, {})
+    assert top is not None
+    ns = batching_namespace(top)
+    shape = [a.shape[0] for a in arrays]
+    where = list(range(len(arrays)))
+    if indexing == "xy" and len(arrays) > 1:  # the first two axes swapped
+        shape[:2], where[:2] = shape[1::-1], [1, 0]
+    out = []
+    for a, axis in zip(arrays, where, strict=True):
+        spread = [1] * len(arrays)
+        spread[axis] = a.shape[0]
+        out.append(ns.broadcast_to(ns.reshape(a, tuple(spread)), tuple(shape)))
+    return out
