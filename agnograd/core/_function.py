@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import copy
+import functools
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -137,6 +138,22 @@ class FunctionNode:
         cls._checks_types = cls.check_type_forward is not _NO_TYPE_CHECK
         cls._accumulates = cls.backward_accumulate is not FunctionNode.backward_accumulate
         cls._plain_backward = not (cls.backward_receives_variables or cls._defined_outside)
+        if cls.vmap is not None and (
+            "forward" in cls.__dict__ or not hasattr(cls.forward, "_batched_by_vmap")
+        ):
+            cls.forward = _batched_by_rule(cls.forward)  # type: ignore[method-assign]
+
+    #: The node's batching rule under :func:`agnograd.vmap` (torch's
+    #: ``autograd.Function.vmap``), or None: a subclass may define
+    #: ``vmap(self, in_axes, inputs) -> (outputs, out_axes)``. ``inputs`` are the
+    #: raw arrays of the whole batch, the batched ones (``in_axes`` 0) with the batch
+    #: on axis 0, the others (None) as every example shares them; ``self.xp`` is
+    #: their library's namespace. It returns the outputs and, for each (or one for
+    #: all), the axis that holds the batch, or None for an output every example
+    #: shares; or ``NotImplemented`` to run ``forward`` batched as usual. Without
+    #: one, ``forward`` runs on arrays of one example's shape, each function of
+    #: ``self.xp`` batched by its rule (or a loop).
+    vmap: Any = None
 
     @property
     def label(self) -> str:
@@ -577,3 +594,20 @@ def _declared(func: FunctionNode, name: str) -> bool:
     return name in func.__dict__ or any(
         name in vars(cls) for cls in type(func).__mro__ if cls is not FunctionNode
     )
+
+
+def _batched_by_rule(forward: Any) -> Any:
+    """``forward`` of a class with a :attr:`FunctionNode.vmap` rule: under vmap (a
+    namespace that runs rules, through its ``_forward``), the rule; else itself."""
+
+    @functools.wraps(forward)
+    def batched(self: FunctionNode, inputs: tuple[Array, ...]) -> tuple[Array, ...]:
+        run = getattr(self.xp, "_forward", None)
+        if run is not None:
+            outputs = run(self, inputs)
+            if outputs is not NotImplemented:
+                return outputs
+        return forward(self, inputs)
+
+    batched._batched_by_vmap = True  # type: ignore[attr-defined]
+    return batched

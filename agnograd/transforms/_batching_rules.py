@@ -417,6 +417,38 @@ class BatchingNamespace:
         )
         return BatchedArray(xp.reshape(out, (size, n)), level)
 
+    def _forward(self, node: Any, inputs: Any) -> Any:
+        """The outputs of ``node`` (of a class with a ``vmap`` rule) from ``inputs``,
+        by its rule; NotImplemented where the rule says so (``FunctionNode``'s
+        ``forward`` of such a class asks it of its namespace)."""
+        level, top = _top(inputs, {})
+        if top is None or node.vmap is None:  # a subclass may take the rule away
+            return NotImplemented
+        in_axes = tuple(0 if level_of(a) == level else None for a in inputs)
+        data = tuple(a.data if axis == 0 else a for a, axis in zip(inputs, in_axes, strict=True))
+        xp, node.xp = node.xp, _inner(top)
+        try:
+            result = node.vmap(in_axes, data)
+        finally:
+            node.xp = xp
+        if result is NotImplemented:
+            return NotImplemented
+        outputs, out_axes = result
+        outputs = tuple(outputs)
+        if out_axes is None or isinstance(out_axes, int):
+            out_axes = (out_axes,) * len(outputs)
+        if len(out_axes) != len(outputs):
+            raise ValueError(
+                f"{node.label}.vmap: it returned {len(outputs)} output(s) and "
+                f"{len(out_axes)} out_axes; give one axis (or None) per output"
+            )
+        return tuple(
+            y
+            if axis is None
+            else BatchedArray(_inner(top).moveaxis(y, axis, 0) if axis else y, level)
+            for y, axis in zip(outputs, out_axes, strict=True)
+        )
+
     def _lift(self, x: Any, others: Any, *, copy: bool = False) -> Any:
         """``x`` batched at the highest level among ``others`` (the index or the value
         of an indexing node): a raw ``x`` repeated over the batch (a view, or with
