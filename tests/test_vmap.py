@@ -442,3 +442,42 @@ def test_set_functions_run_the_loop_once_warned(
         warnings.simplefilter("ignore", agnograd.VmapFallbackWarning)
         with pytest.raises(ValueError, match="depends on each example's values"):
             vmap(f)(xp.asarray([[1.0, 1.0], [1.0, 2.0]]))
+
+
+# -- with jit
+
+
+def _scaled_sin(a: Any) -> Any:
+    xp = agnograd.namespace(a)
+    return xp.sin(a) * 2.0 + xp.sum(a)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_vmap_of_jit_is_the_loop_and_runs_eagerly(backend: str) -> None:
+    xp = backend_namespace(backend)
+    jitted = agnograd.jit(_scaled_sin)
+    for size in (3, 3, 5):  # a plan made for one batch would not fit another
+        x = xp.reshape(xp.arange(size * 2, dtype=xp.float64), (size, 2)) / 3.0
+        want = np.stack([to_numpy(_scaled_sin(x[b, ...])) for b in range(size)])
+        np.testing.assert_allclose(to_numpy(vmap(jitted)(x)), want, rtol=1e-12)
+        np.testing.assert_allclose(to_numpy(jitted(x[0, ...])), want[0], rtol=1e-12)
+    info = jitted.cache_info()
+    assert (info.eager, info.misses, info.hits) == (3, 1, 2)  # the unbatched calls: a plan
+    got = vmap(agnograd.jit(grad(loss)), in_axes=(None, 0))(xp.asarray(W), xp.asarray(X))
+    want = np.stack([grad(loss)(W, r) for r in X])
+    np.testing.assert_allclose(to_numpy(got), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_jit_of_vmap_is_the_loop_and_says_it_runs_eagerly(backend: str) -> None:
+    xp = backend_namespace(backend)
+    jitted = agnograd.jit(vmap(_scaled_sin))
+    x = xp.reshape(xp.arange(6, dtype=xp.float64), (3, 2)) / 3.0
+    want = np.stack([to_numpy(_scaled_sin(x[b, ...])) for b in range(3)])
+    with pytest.warns(agnograd.JitWarning, match="vmap batches arrays that hold data"):
+        np.testing.assert_allclose(to_numpy(jitted(x)), want, rtol=1e-12)
+    np.testing.assert_allclose(to_numpy(jitted(x)), want, rtol=1e-12)  # once per signature
+    per_sample = agnograd.jit(vmap(grad(loss), in_axes=(None, 0)))
+    with pytest.warns(agnograd.JitWarning):
+        got = per_sample(xp.asarray(W), xp.asarray(X))
+    np.testing.assert_allclose(to_numpy(got), np.stack([grad(loss)(W, r) for r in X]), rtol=1e-12)
