@@ -49,7 +49,9 @@ class FunctionNode:
     Forward mode calls ``jvp(self, inputs, tangents)`` where a subclass defines it
     (one tangent per input, None for a zero; it returns one per output, like
     ``backward`` on raw arrays or Variables); a node without one gets its tangents
-    from its backward, transposed (a second pass, for that node alone).
+    from its backward, transposed (a second pass, for that node alone). Under
+    :func:`agnograd.vmap`, ``forward`` runs on arrays of one example's shape, or a
+    subclass's batching rule ``vmap`` on the whole batch.
 
     Examples
     --------
