@@ -470,7 +470,7 @@ def scatter_add_flat(dst: Any, positions: Any, values: Any) -> Any:
     """
     for array in (values, positions):
         # vmap's batched arrays: their namespace scatters each example's values
-        batched = getattr(raw_namespace(array), "scatter_add_flat", None)
+        batched = getattr(raw_namespace(array), "_scatter_add_flat", None)
         if batched is not None:
             return batched(dst, positions, values)
     adapter = adapter_for(dst)

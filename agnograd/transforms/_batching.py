@@ -171,9 +171,10 @@ class BatchedArray:
             # The library's own array answers `h[key] = value`: it takes the value as
             # one number or array, and every example would write into its memory.
             return ConcretizationTypeError(
-                f"vmap: writing a batched value into an array that every example shares, "
-                f"at {line}: the array is the library's own (an argument, or made by the "
-                "library's namespace), so each example would write into the same memory. "
+                "vmap: writing into an array that every example shares, with a batched "
+                f"value or index, at {line}: the array is the library's own (an argument, "
+                "or made by the library's namespace), so each example would write into the "
+                "same memory. "
                 "Write out of place (xp.where(mask, value, h), or build it with xp.concat), "
                 "or make the array with agnograd's namespace (agnograd.namespace(x).zeros"
                 "(...)) or as an agnograd.Variable: a batched write makes a Variable batched"
@@ -189,7 +190,8 @@ class BatchedArray:
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         # PyTorch asks the value of `tensor[key] = value` (and of its functions) first
         if getattr(func, "__name__", None) == "__setitem__":
-            raise args[2]._needs_value("a write into a tensor")
+            batched = next(a for a in args if a.__class__ is cls)
+            raise batched._needs_value("a write into a tensor")
         return NotImplemented
 
     def __bool__(self) -> bool:

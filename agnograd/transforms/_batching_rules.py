@@ -400,7 +400,7 @@ class BatchingNamespace:
     def _base(self) -> Any:
         return self._raw
 
-    def scatter_add_flat(self, dst: Any, positions: Any, values: Any) -> Any:
+    def _scatter_add_flat(self, dst: Any, positions: Any, values: Any) -> Any:
         """:func:`agnograd.backends._backend.scatter_add_flat` of each example: the
         batch's rows laid end to end, each example's positions moved to its row."""
         from agnograd.backends._backend import scatter_add_flat
