@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextvars
 import copy
-import functools
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -20,6 +19,7 @@ from agnograd.core._function_checks import (
     _on_accelerator,
     _output_tuple,
     as_constant,
+    batched_by_rule,
     combined_namespace,
     describe_arrays,
     input_namespace,
@@ -143,18 +143,12 @@ class FunctionNode:
         if cls.vmap is not None and (
             "forward" in cls.__dict__ or not hasattr(cls.forward, "_batched_by_vmap")
         ):
-            cls.forward = _batched_by_rule(cls.forward)  # type: ignore[method-assign]
+            cls.forward = batched_by_rule(cls.forward)  # type: ignore[method-assign]
 
-    #: The node's batching rule under :func:`agnograd.vmap` (torch's
-    #: ``autograd.Function.vmap``), or None: a subclass may define
-    #: ``vmap(self, in_axes, inputs) -> (outputs, out_axes)``. ``inputs`` are the
-    #: raw arrays of the whole batch, the batched ones (``in_axes`` 0) with the batch
-    #: on axis 0, the others (None) as every example shares them; ``self.xp`` is
-    #: their library's namespace. It returns the outputs and, for each (or one for
-    #: all), the axis that holds the batch, or None for an output every example
-    #: shares; or ``NotImplemented`` to run ``forward`` batched as usual. Without
-    #: one, ``forward`` runs on arrays of one example's shape, each function of
-    #: ``self.xp`` batched by its rule (or a loop).
+    #: The batching rule under :func:`agnograd.vmap` (torch's ``Function.vmap``) a
+    #: subclass may define: ``vmap(self, in_axes, inputs) -> (outputs, out_axes)``, on
+    #: the whole batch's arrays (the batch on axis 0 where ``in_axes`` is 0, None for
+    #: a shared one; ``self.xp`` their library's); ``NotImplemented`` runs ``forward``.
     vmap: Any = None
 
     @property
@@ -596,20 +590,3 @@ def _declared(func: FunctionNode, name: str) -> bool:
     return name in func.__dict__ or any(
         name in vars(cls) for cls in type(func).__mro__ if cls is not FunctionNode
     )
-
-
-def _batched_by_rule(forward: Any) -> Any:
-    """``forward`` of a class with a :attr:`FunctionNode.vmap` rule: under vmap (a
-    namespace that runs rules, through its ``_forward``), the rule; else itself."""
-
-    @functools.wraps(forward)
-    def batched(self: FunctionNode, inputs: tuple[Array, ...]) -> tuple[Array, ...]:
-        run = getattr(self.xp, "_forward", None)
-        if run is not None:
-            outputs = run(self, inputs)
-            if outputs is not NotImplemented:
-                return outputs
-        return forward(self, inputs)
-
-    batched._batched_by_vmap = True  # type: ignore[attr-defined]
-    return batched

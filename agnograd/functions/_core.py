@@ -43,25 +43,6 @@ def raw(x: Any) -> Any:
     return x._data if isinstance(x, Variable) else x
 
 
-def combines(x: Any) -> bool:
-    """Whether ``x`` is an array whose namespace takes other libraries' arrays beside
-    its own (``vmap``'s batched arrays, through the namespace's ``_combine``): an
-    index or value of that kind must be an input of its node, so that the node's
-    namespace is the combination."""
-    return not isinstance(x, Variable) and hasattr(
-        getattr(x, "__array_namespace__", None) and raw_namespace(x), "_combine"
-    )
-
-
-def lifted(xp: Any, x: Any, others: Any, *, copy: bool = False) -> Any:
-    """``x`` as the node's namespace ``xp`` needs it beside ``others`` (the index or
-    the value of an indexing node): under ``vmap``, a raw ``x`` repeated over the
-    batch of a batched index or value (the namespace's ``_lift``), since Python's
-    ``x[key]`` and ``x[key] = value`` are ``x``'s to answer; else ``x`` itself."""
-    lift = getattr(xp, "_lift", None)
-    return x if lift is None else lift(x, others, copy=copy)
-
-
 def held(x: Any) -> Any:
     """What a rule reads of the retained Variable ``x`` as a constant (a mask, the
     positions of an extremum, indices): its raw array, or -- while ``agnograd.grad``

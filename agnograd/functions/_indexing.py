@@ -23,16 +23,8 @@ from agnograd.backends._backend import raw_namespace, scatter_add_flat
 from agnograd.core import _extension
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
-from agnograd.functions._core import (
-    combines,
-    held,
-    input_shape,
-    lifted,
-    raw,
-    raw_xp_device,
-    shape_of,
-)
-from agnograd.functions._inplace import note_view
+from agnograd.functions._core import held, input_shape, raw, raw_xp_device, shape_of
+from agnograd.functions._inplace import combines, lifted, note_view
 from agnograd.functions._namespace import namespace_of
 from agnograd.functions._rows import Rows
 

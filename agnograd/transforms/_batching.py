@@ -313,7 +313,7 @@ def _matmul(reflected: bool) -> Any:
     def method(self: BatchedArray, other: Any) -> Any:
         if not _operand(other):
             return NotImplemented
-        from agnograd.transforms._batching_rules import matmul_rule
+        from agnograd.transforms._batching_written import matmul_rule
 
         return matmul_rule(*((other, self) if reflected else (self, other)))
 
