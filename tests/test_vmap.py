@@ -481,3 +481,54 @@ def test_jit_of_vmap_is_the_loop_and_says_it_runs_eagerly(backend: str) -> None:
     with pytest.warns(agnograd.JitWarning):
         got = per_sample(xp.asarray(W), xp.asarray(X))
     np.testing.assert_allclose(to_numpy(got), np.stack([grad(loss)(W, r) for r in X]), rtol=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])  # array-api-strict: no such writes
+@pytest.mark.parametrize("value_axis", [0, None])
+def test_writing_at_a_batched_index_is_the_loop(backend: str, value_axis: Any) -> None:
+    xp = backend_namespace(backend)
+
+    def write(w: Any, i: Any, v: Any) -> Any:
+        ns = agnograd.namespace(w, i, v)
+        h = ns.zeros((3, 2), dtype=w.dtype)
+        h[i] = v * w[0]  # a row of its own per example
+        g = ns.multiply(w, 1.0)  # a Variable
+        g[i[:1]] = v[:1] * w[1]
+        h[i[0], 1] = 2.0  # a batched index and an integer
+        return ns.sum(h * h) + ns.sum(g * w)
+
+    w = xp.asarray([0.5, 1.0, -1.0])
+    index = xp.asarray([[0], [2], [1]])
+    v = xp.asarray([[1.5, 2.0], [-2.0, 0.5], [3.0, 1.0]])
+    args, axes = (w, index, v if value_axis == 0 else v[0, ...]), (None, 0, value_axis)
+
+    def loop(f: Any) -> list[Any]:
+        pairs = list(zip(args, axes, strict=True))
+        return [f(*(a if ax is None else a[b, ...] for a, ax in pairs)) for b in range(3)]
+
+    got = vmap(write, in_axes=axes)(*args)
+    np.testing.assert_allclose(to_numpy(got), np.stack([to_numpy(y) for y in loop(write)]))
+    f = grad(write, argnums=(0, 2))
+    got = vmap(f, in_axes=axes)(*args)
+    for k in range(2):
+        want = np.stack([to_numpy(y[k]) for y in loop(f)])
+        np.testing.assert_allclose(to_numpy(got[k]), want, rtol=1e-12)
+
+
+def test_writing_at_a_batched_index_beside_a_slice() -> None:
+    def into_a_variable(i: Any) -> Any:
+        h = agnograd.namespace(i).zeros((2, 3))
+        h[:, i] = 1.0  # computed out of place
+        return h
+
+    def into_a_batched_array(x: Any, i: Any) -> Any:
+        y = x * 1.0
+        y[:, i] = 1.0  # refused
+        return y
+
+    index = np.array([[0], [2]])
+    want = np.zeros((2, 2, 3))
+    want[0, :, 0] = want[1, :, 2] = 1.0
+    np.testing.assert_array_equal(vmap(into_a_variable)(index), want)
+    with pytest.raises(TypeError, match="integer arrays and integers for the first axes"):
+        vmap(into_a_batched_array)(np.zeros((2, 2, 3)), index)
