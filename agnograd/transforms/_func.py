@@ -266,8 +266,10 @@ def jacrev(
 
     Notes
     -----
-    Cost: one forward pass, then one backward pass per output element (two for a
-    complex output that reaches a real argument). The blocks follow
+    Cost: one forward pass, then one backward pass per output (two for a complex
+    output that reaches a real argument), run by :func:`vmap` on the rows of an
+    identity: all of the output's rows at once, as ``torch.func.jacrev`` does
+    (under :func:`agnograd.jit`, one pass per element). The blocks follow
     :func:`agnograd.functional.jacobian`'s complex convention (``df/dz`` for a
     holomorphic function, as JAX's ``holomorphic=True``).
 
@@ -343,8 +345,8 @@ def hessian(
     Notes
     -----
     Computed by :func:`jacfwd` of :func:`jacrev` (forward over reverse, as torch and
-    JAX): per element of the differentiated arguments, one forward pass with its
-    tangents and one backward pass per output element.
+    JAX): per differentiated array, one batched forward pass with the tangents of
+    all its elements, through the gradient's one backward pass.
 
     Examples
     --------
@@ -411,9 +413,11 @@ def jacfwd(
 
     Notes
     -----
-    Cost: one forward pass with tangents (:func:`jvp`) per element of the
-    differentiated arguments, each giving a column of every block: cheaper than
-    :func:`jacrev` where the output has more elements than the arguments. ``func``
+    Cost: one forward pass with tangents (:func:`jvp`) per differentiated array,
+    run by :func:`vmap` on the columns of an identity: every column of its blocks at
+    once, as ``torch.func.jacfwd`` does (under :func:`agnograd.jit`, one pass per
+    element). Cheaper than :func:`jacrev` where the output has more elements than
+    the arguments. ``func``
     may take gradients itself (``jacfwd(jacrev(f))``, as :func:`hessian`). Column
     ``k`` of a complex argument's block is the derivative along the real basis
     vector, ``df/dz`` for a holomorphic function: :func:`jacrev`'s convention.

@@ -58,8 +58,10 @@ def jacobian(
         Raise if an output does not depend on an input. Otherwise that block is
         zeros.
     vectorize : bool
-        Accepted for torch's signature; agnograd has no batched backward (torch's
-        vmap), so the result and the cost are those of ``vectorize=False``.
+        Run the passes as one batched pass per output (``"reverse-mode"``) or per
+        input (``"forward-mode"``) through :func:`agnograd.vmap`, seeded with the
+        rows or columns of an identity, as torch's ``vectorize=True``; the same
+        result as the loop of ``vectorize=False``, with less Python overhead.
     strategy : {"reverse-mode", "forward-mode"}
         Build the Jacobian by rows (one backward pass per output element) or by
         columns (one forward-mode jvp per input element).
@@ -95,13 +97,16 @@ def jacobian(
 
     - ``"reverse-mode"``: one backward pass per element of each output that
       depends on the inputs (none for an output that does not), two for a complex
-      output that reaches a real input;
+      output that reaches a real input; with ``vectorize``, one batched pass (two)
+      per output;
     - ``"forward-mode"``: one jvp (forward mode, no backward pass) per element of
-      each input, two for a complex input that reaches a real output. It pays off
+      each input, two for a complex input that reaches a real output; with
+      ``vectorize``, one batched jvp (two) per input. It pays off
       when the inputs have fewer elements than the outputs. With ``strict`` (which
       must find an input that no output depends on) and under
       :func:`agnograd.jit`, the double-backward trick instead: one pass recorded
-      with double backprop, then one pass per input element. Unlike torch, it needs
+      with double backprop, then one pass per input element (one per input with
+      ``vectorize``). Unlike torch, it needs
       no ``vectorize=True`` and works with ``strict`` and ``create_graph``; its
       blocks have the outputs' dtype, as torch's (complex where the input is).
       As in torch, the Variables ``func`` gets require a gradient only with
@@ -222,8 +227,8 @@ def _by_forward_mode(
         outputs = outputs_of(*xs)
     blocks = tuple(
         tuple(
-            _block(None if columns[j] is None else columns[j][i], output(i), x, -1, create_graph)
-            for j, x in enumerate(xs)
+            _block(None if cols is None else cols[i], output(i), x, -1, create_graph)
+            for cols, x in zip(columns, xs, strict=True)
         )
         for i in range(len(outputs))
     )
@@ -252,7 +257,8 @@ def hessian(
         Raise if the output, or its gradient, does not depend on an input.
         Otherwise those blocks are zeros.
     vectorize : bool
-        Accepted for torch's signature; no effect (see :func:`jacobian`).
+        Build the outer Jacobian from one batched pass per input (see
+        :func:`jacobian`); the same result as without.
     outer_jacobian_strategy : {"reverse-mode", "forward-mode"}
         How the Jacobian of the gradient is built (see :func:`jacobian`).
 
@@ -276,8 +282,9 @@ def hessian(
     convention: for a complex output, holomorphic in its complex inputs, the
     matrix of second complex derivatives ``d2f/dz_i dz_j`` (as JAX's ``hessian``
     with ``holomorphic=True``). Cost: one forward pass, one backward pass recorded
-    with double backprop (the gradient), then one backward pass per input element,
-    each doubled for a complex output of real inputs (see :func:`jacobian`);
+    with double backprop (the gradient), then one backward pass per input element
+    (one batched pass per input with ``vectorize``), each doubled for a complex
+    output of real inputs (see :func:`jacobian`);
     ``"forward-mode"`` adds a second recorded pass and gains nothing, since the
     Hessian is square.
 

@@ -103,9 +103,9 @@ def is_floating(x: Any) -> bool:
     """Whether the raw array ``x`` has a real or complex floating dtype."""
     dtype = x.dtype
     known = _floating_dtype.get(x.__class__)
-    # (``is``: vmap's batched arrays are one class over several libraries, whose
-    # dtypes refuse to be compared with each other's)
-    if known is not None and dtype is known:  # the common case, at once
+    # (vmap's batched arrays are one class over several libraries, whose dtypes
+    # refuse to be compared with each other's: compared only with their own kind)
+    if known is not None and dtype.__class__ is known.__class__ and dtype == known:
         return True
     if not raw_namespace(x).isdtype(dtype, ("real floating", "complex floating")):
         return False
@@ -472,13 +472,17 @@ def _along_basis(
     for one element, which needs no batch, or a graph not run, whose values are not
     there to batch) one call per vector."""
     n = _size(ref)
-    if not (vectorize and n > 1 and ref.array is not None):
+
+    def loop() -> list[Any]:
         idx = _arange(ref)
         parts = [part(_one_hot(ref, k, idx)) for k in range(n)]
         return [
             _stacked([p[j] for p in parts], ref_of(j), create_graph, axis)
             for j in range(len(parts[0]))
         ]
+
+    if not (vectorize and n > 1 and ref.array is not None):
+        return loop()
     repeated: set[int] = set()
 
     def batched(e: Any) -> list[Any]:
@@ -488,7 +492,14 @@ def _along_basis(
                 repeated.add(j)  # the same for every vector, which vmap repeats as a view
         return results
 
-    stacked = vmap(batched, out_axes=axis)(_identity(ref))
+    try:
+        stacked = vmap(batched, out_axes=axis)(_identity(ref))
+    except TypeError:
+        # A pass that cannot run batched: a rule with an array of a library whose
+        # operators refuse a batched operand instead of deferring to it
+        # (array-api-strict's `y * g`), a node's own backward that reads a value (a
+        # ConcretizationTypeError). The loop gives what it can, or the error.
+        return loop()
     for j in repeated:
         r = stacked[j]
         if not isinstance(r, Variable):  # the caller's own array, not a read-only view
