@@ -271,3 +271,40 @@ def test_either_order_is_torch_funcs(name: str) -> None:
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
     g, tg = (batched_loss, torch_batched_loss) if scalar else (batched_layer, torch_batched_layer)
     torch.testing.assert_close(ours(g)(tw, tx), theirs(tg)(tw, tx), rtol=1e-12, atol=1e-12)
+
+
+# --- what the compositions needed of vmap itself -------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batched_seeds_reach_rules_that_use_their_nodes_namespace(backend: str) -> None:
+    # conj's and real's rules call the node's namespace on the gradient: with batched
+    # seeds into a graph of unbatched arrays, it is the two combined
+    xp = backend_namespace(backend)
+    z = lib(xp, np.array([1.0 + 2.0j, -0.5j, 3.0]))
+
+    def f(v: Any) -> Any:
+        return F.conj(v) * 2.0 + F.real(v)
+
+    _, vjp_fn = agnograd.func.vjp(f, z)
+    eye = xp.eye(3, dtype=xp.complex128)
+    (rows,) = vmap(vjp_fn)(eye)
+    want = np.stack([to_numpy(vjp_fn(eye[k, ...])[0]) for k in range(3)])
+    np.testing.assert_array_equal(to_numpy(rows), want)
+
+
+def test_a_batched_operand_on_the_right_of_an_unbatched_strict_array() -> None:
+    # array-api-strict's operators refuse an operand they do not know; the node asks
+    # the batched array's reflected operator
+    xp = backend_namespace("array_api_strict")
+    x = agnograd.Variable(xp.asarray([1.0, 2.0]), requires_grad=False)
+    got = vmap(lambda w: x * w)(xp.asarray(W[:2, :2].T))
+    np.testing.assert_array_equal(to_numpy(got), W[:2, :2].T * np.array([1.0, 2.0]))
+
+
+def test_a_pass_that_cannot_batch_takes_the_loop() -> None:
+    # the gradient of indexing an unbatched array takes no batched seed yet
+    x = np.array([1.0, 2.0, 3.0])
+    f = lambda v: v[0] * v[1:]  # noqa: E731
+    assert_same(jacrev(f)(x), jacobian(f, x))
+    assert_same(jacobian(f, x, vectorize=True), jacobian(f, x))
