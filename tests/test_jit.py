@@ -274,8 +274,7 @@ def test_a_graph_larger_than_max_functions_runs_eagerly(conv: Conv) -> None:
             (warning,) = caught
             message = str(warning.message)
             assert message.startswith(
-                "jit(<lambda>): the graph traced for these arguments has more than 50 "
-                "functions"
+                "jit(<lambda>): the graph traced for these arguments has more than 50 functions"
             )
             assert "max_functions=50; jit(<lambda>, max_functions=n) sets" in message
             assert "None compiles any size" in message

@@ -37,12 +37,12 @@ from agnograd.core._versions import memory_of
 from agnograd.static._compiled import CLEAR, CompiledGraph
 from agnograd.static._compiled_jax import outputs_program
 from agnograd.static._jit_trace import (
+    TooLarge,
     Trace,
     config_key,
     eager,
     exact_key,
     read_leaves,
-    TooLarge,
     results,
     trace,
 )
