@@ -417,7 +417,8 @@ class _Entry:
         self.inputs, self.outputs, self.tree = traced.inputs, traced.outputs, traced.tree
         if self.outputs:
             # The outputs alone: no backward, nothing kept for one.
-            self.plan = CompiledGraph(self.outputs, keep=CLEAR)
+            # The trace inferred every shape from these arguments' arrays.
+            self.plan = CompiledGraph(self.outputs, keep=CLEAR, inferred=True)
             self.program = outputs_program(self.plan)
             fed = set(self.inputs)
             # A leaf whose Variable is gone was made by the trace (a closed-over
