@@ -708,3 +708,21 @@ def test_jax_runs_one_program_to_rounding() -> None:
     (entry,) = jitted._cache.values()
     assert entry.program is not None  # the forward runs as one jax.jit program
     assert jitted.cache_info()[:2] == (2, 1)
+
+
+def test_jax_past_max_functions_runs_eagerly_bit_for_bit() -> None:
+    """Past its bound a signature runs no program: eager's answers exactly."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    fun = program_fun([("tanh", 0, 0, 0), ("matmul", 3, 1, 0), ("max", 4, 0, 1)])
+    jitted = agnograd.jit(fun, max_functions=6)
+    for seed in range(2):
+        arrays = [jnp.asarray(a.astype(np.float32)) for a in leaves(seed)]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = jitted(*arrays)
+        assert [w.category for w in caught] == ([JitWarning] if seed == 0 else [])
+        for g, w in zip(got, eager(fun, *arrays), strict=True):
+            assert isinstance(g, jax.Array)
+            same(g, w)
+    assert jitted.cache_info()[:3] == (0, 1, 2)

@@ -114,10 +114,11 @@ def jit(
         After this many traces, the function warns once (:class:`JitWarning`) and
         runs the signatures it has no plan for eagerly; ``clear_cache()`` resets it.
     max_functions : int or None
-        The most functions a trace links (the function's operations and those of
-        the gradients it asks for). A signature whose graph is larger runs eagerly,
-        with a :class:`JitWarning`: its trace stops there, so that finding out costs
-        no more than tracing ``max_functions`` functions. Tracing and compiling
+        The most functions a trace links (an identity per array argument, the
+        function's operations and those of the gradients it asks for). A signature
+        whose graph is larger runs eagerly, with a :class:`JitWarning`: its trace
+        stops there, so that finding out costs no more than tracing
+        ``max_functions`` functions. Tracing and compiling
         take about 15 times an eager call's time and several times its memory,
         in proportion to the graph; ``None`` compiles a graph of any size.
 
