@@ -118,7 +118,7 @@ def jit(
         function's operations and those of the gradients it asks for). A signature
         whose graph is larger runs eagerly, with a :class:`JitWarning`: its trace
         stops there, so that finding out costs no more than tracing
-        ``max_functions`` functions. Tracing and compiling take 12 to 16 times an
+        ``max_functions`` functions. Tracing and compiling take about 15 times an
         eager call's time and 7 times its memory, in proportion to the graph;
         ``None`` compiles a graph of any size.
 
