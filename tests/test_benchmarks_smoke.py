@@ -181,6 +181,17 @@ def test_compile_cost_benchmark_runs(outputs: dict[str, Any]) -> None:
         assert costs["compile_s"] > 0
         assert costs["walk_s"] > 0
         assert costs["plan_s"] > 0
+    jit = rec["jit"]
+    assert set(jit["sizes"]) == {"200", "800"}
+    for costs in jit["sizes"].values():
+        assert costs["eager_s"] > 0
+        assert costs["jit_s"] > 0
+        assert costs["unbounded_s"] > 0
+        assert costs["unbounded_later_s"] > 0
+    # The quick bound (1,000 functions) lies between the two chains' graphs.
+    assert jit["sizes"]["200"]["jit_eager_calls"] == 0
+    assert jit["sizes"]["800"]["jit_eager_calls"] == 1
+    assert jit["largest"]["ops"] == 800
 
 
 def test_jit_benchmark_runs(outputs: dict[str, Any]) -> None:

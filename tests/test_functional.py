@@ -393,7 +393,7 @@ def test_forward_mode_jacobian_records_no_reverse_graph_unless_asked(lib: str) -
     assert seen == [(False, False)] * 3
     seen.clear()
     assert_tree_close(agnograd.func.jacfwd(f)(x), as_np(want), lib, rtol=1e-14)
-    assert seen == [(False, False)] * 3
+    assert seen == [(False, False)]  # one jvp, batched over the columns
     seen.clear()
     block = jacobian(f, Variable(x), create_graph=True, strategy="forward-mode")
     assert isinstance(block, Variable)
@@ -514,12 +514,13 @@ def test_works_inside_no_backprop_mode() -> None:
     np.testing.assert_allclose(h, np.diag([6.0, 12.0]))
 
 
-def test_vectorize_is_accepted_and_changes_nothing() -> None:
+def test_vectorize_gives_what_the_loop_gives() -> None:
+    # (tests/test_vmap_jacobians.py compares them on every library)
     x = np.array([[0.5, 1.0], [2.0, -1.0]])
     f = lambda x: F.tanh(x) * 2.0  # noqa: E731
-    np.testing.assert_allclose(jacobian(f, x, vectorize=True), jacobian(f, x))
+    np.testing.assert_array_equal(jacobian(f, x, vectorize=True), jacobian(f, x))
     g = lambda x: F.sum(F.tanh(x) ** 2)  # noqa: E731
-    np.testing.assert_allclose(hessian(g, x, vectorize=True), hessian(g, x))
+    np.testing.assert_array_equal(hessian(g, x, vectorize=True), hessian(g, x))
 
 
 def test_empty_arrays() -> None:
@@ -556,6 +557,7 @@ def test_backward_passes_are_those_the_docstrings_state(monkeypatch: pytest.Monk
     assert count(lambda: jvp(f, (x, y), (x, y))) == 0  # forward mode: no backward
     assert count(lambda: jvp(f, (x, y), (x, y), strict=True)) == 2  # the double-backward trick
     assert count(lambda: jacobian(f, (x, y))) == 4 + 4  # one per output element
+    assert count(lambda: jacobian(f, (x, y), vectorize=True)) == 2  # one per output
     assert count(lambda: jacobian(f, (x, y), strategy="forward-mode")) == 0
     k = lambda a, b: F.sum(a) * b  # noqa: E731
     assert count(lambda: jacobian(k, (x, y), strict=True, strategy="forward-mode")) == 1 + n
@@ -563,6 +565,11 @@ def test_backward_passes_are_those_the_docstrings_state(monkeypatch: pytest.Monk
     assert count(lambda: jacobian(lambda a: (a, const), y)) == 4  # none for a constant
     assert count(lambda: hessian(g, (x, y))) == 1 + n
     assert count(lambda: hessian(g, (x, y), outer_jacobian_strategy="forward-mode")) == 2 + n
+    assert count(lambda: hessian(g, (x, y), vectorize=True)) == 1 + 2  # one per input
+    assert (
+        count(lambda: jacobian(k, (x, y), strict=True, vectorize=True, strategy="forward-mode"))
+        == 1 + 2
+    )
     assert count(lambda: vhp(g, (x, y), (x, y))) == 2
     assert count(lambda: hvp(g, (x, y), (x, y))) == 1  # of the derivative along v
     assert count(lambda: hvp(g, (x, y), (x, y), strict=True)) == 3
@@ -577,6 +584,7 @@ def test_backward_passes_are_those_the_docstrings_state(monkeypatch: pytest.Monk
     assert count(lambda: hessian(lambda b: F.sum(b**3), z)) == 1 + 3
     h = lambda a, b: (F.sum(a) * b, F.real(b))  # noqa: E731 - complex and real outputs
     assert count(lambda: jacobian(h, (r, z))) == 2 * 3 + 3
+    assert count(lambda: jacobian(h, (r, z), vectorize=True)) == 2 + 1
     assert count(lambda: jacobian(h, (r, z), strategy="forward-mode")) == 0
     e = lambda a: F.sum(F.exp(F.astype(a, np.complex128) * 1j))  # noqa: E731
     assert count(lambda: hessian(e, r)) == 2 + 2 * 2

@@ -14,6 +14,7 @@ Python, bad arguments) are tested in ``test_jit_refusals.py``, the transforms of
 
 from __future__ import annotations
 
+import inspect
 import threading
 import warnings
 from collections import namedtuple
@@ -29,6 +30,7 @@ import agnograd
 import agnograd.functions as F
 from agnograd import FunctionNode, Variable
 from agnograd.function_hooks import FunctionHook
+from agnograd.functional import value_and_grad
 from agnograd.static._jit import JitWarning
 
 Conv = tuple[Callable[[np.ndarray], Any], Callable[[Any], np.ndarray]]
@@ -240,6 +242,69 @@ def test_too_many_traces_warn_once_then_run_eagerly() -> None:
     assert jitted.cache_info() == (0, 0, 0, 0, 8)
     same(jitted(np.ones(6)), np.asarray(6.0))
     assert jitted.cache_info().misses == 1
+
+
+def chain_loss(x: Any, w: Any, seen: list[int]) -> Any:
+    """A loss of 40 elementwise blocks, counting in ``seen`` the blocks it built."""
+    xp = agnograd.namespace(x)
+    h = x
+    for i in range(40):
+        seen.append(i)
+        h = xp.sin(xp.tanh(h) * w + x) - 0.5
+    return xp.sum(h * h)
+
+
+def test_a_graph_larger_than_max_functions_runs_eagerly(conv: Conv) -> None:
+    """Past ``max_functions`` functions the trace stops (the loss's 40 blocks are
+    not all built), the call runs eagerly with one warning naming the bound and how
+    to change it, and so does every later call of that signature, with the answers
+    of the plan of an unbounded jit and of eager, bit for bit."""
+    to, back = conv
+    seen: list[int] = []
+    step = value_and_grad(lambda x, w: chain_loss(x, w, seen), argnums=(0, 1))
+    bounded = agnograd.jit(step, max_functions=50)
+    compiled = agnograd.jit(step, max_functions=None)
+    rng = np.random.default_rng(0)
+    w = to(rng.uniform(0.5, 1.5, 4))
+    for k in range(3):
+        x = to(rng.uniform(-1.0, 1.0, 4))
+        if k == 0:
+            with pytest.warns(JitWarning) as caught:
+                got = bounded(x, w)
+            (warning,) = caught
+            message = str(warning.message)
+            assert message.startswith(
+                "jit(<lambda>): the graph traced for these arguments has more than 50 functions"
+            )
+            assert "max_functions=50; jit(<lambda>, max_functions=n) sets" in message
+            assert "None compiles any size" in message
+            assert len(seen) < 2 * 40  # the trace stopped at the bound; eager ran all
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # once per signature
+                got = bounded(x, w)
+        seen.clear()
+        want = step(x, w)  # eager
+        same(got, want, back)
+        same(compiled(x, w), want, back)
+    assert bounded.cache_info() == (0, 1, 3, 1, 8)
+    assert compiled.cache_info() == (2, 1, 0, 1, 8)
+
+
+def test_max_functions_is_the_most_a_plan_has() -> None:
+    """A trace of exactly ``max_functions`` functions (an identity per argument, then
+    the function's) is compiled; one more runs eagerly; the default is the bound of
+    ``y.forward()``."""
+    x = np.array([0.5, 1.0])
+    exact = agnograd.jit(lambda x: F.sin(F.sin(x)), max_functions=3)
+    same(exact(x), np.sin(np.sin(x)))
+    assert exact.cache_info()[:3] == (0, 1, 0)
+    over = agnograd.jit(lambda x: F.sin(F.sin(F.sin(x))), max_functions=3)
+    with pytest.warns(JitWarning, match="more than 3 functions"):
+        same(over(x), np.sin(np.sin(np.sin(x))))
+    assert over.cache_info()[:3] == (0, 1, 1)
+    default = inspect.signature(agnograd.jit).parameters["max_functions"].default
+    assert default == agnograd.static._replay.LARGEST
 
 
 def test_clear_cache_traces_again() -> None:
@@ -643,3 +708,21 @@ def test_jax_runs_one_program_to_rounding() -> None:
     (entry,) = jitted._cache.values()
     assert entry.program is not None  # the forward runs as one jax.jit program
     assert jitted.cache_info()[:2] == (2, 1)
+
+
+def test_jax_past_max_functions_runs_eagerly_bit_for_bit() -> None:
+    """Past its bound a signature runs no program: eager's answers exactly."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    fun = program_fun([("tanh", 0, 0, 0), ("matmul", 3, 1, 0), ("max", 4, 0, 1)])
+    jitted = agnograd.jit(fun, max_functions=6)
+    for seed in range(2):
+        arrays = [jnp.asarray(a.astype(np.float32)) for a in leaves(seed)]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = jitted(*arrays)
+        assert [w.category for w in caught] == ([JitWarning] if seed == 0 else [])
+        for g, w in zip(got, eager(fun, *arrays), strict=True):
+            assert isinstance(g, jax.Array)
+            same(g, w)
+    assert jitted.cache_info()[:3] == (0, 1, 2)

@@ -145,6 +145,8 @@ def test_bad_jit_arguments() -> None:
         agnograd.jit(mlp, cache_size=0)
     with pytest.raises(ValueError, match="jit: max_traces must be an int of at least 0"):
         agnograd.jit(mlp, max_traces=-1)
+    with pytest.raises(ValueError, match="jit: max_functions must be None or an int of at"):
+        agnograd.jit(mlp, max_functions=1.5)
 
 
 def test_argument_of_unknown_type_is_named() -> None:

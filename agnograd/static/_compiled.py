@@ -36,6 +36,7 @@ from agnograd.core._config import HOOKS, MODE
 from agnograd.core._engine import _seed
 from agnograd.core._engine import backward as engine_backward
 from agnograd.core._engine_loop import _cast, count_clear
+from agnograd.core._function import FunctionNode
 from agnograd.core._graph import functions_of
 from agnograd.core._variable import Variable, clear_node_data
 from agnograd.core._variable_node import VariableNode
@@ -137,7 +138,10 @@ class CompiledGraph:
     _bare: list[VariableNode]  # nodes without a Variable, which get_variable may revive
     _signature: tuple[Any, ...] | None  # the inputs' it was made for; None: infer again
 
-    def __init__(self, outputs: list[Variable], keep: str = ALIVE) -> None:
+    def __init__(self, outputs: list[Variable], keep: str = ALIVE, inferred: bool = False) -> None:
+        """``inferred``: the nodes' shapes and dtypes are those the inputs' arrays give
+        now (agnograd.jit's trace inferred them from these very arrays), so the plan
+        does not infer them again, which would cost a fifth of its compiling."""
         self._keep = keep
         # The plans of agnograd.compile hold their outputs; a plan of y.forward() is
         # held by its output's node (agnograd.static._replay), which it must not hold back.
@@ -150,8 +154,9 @@ class CompiledGraph:
         self._lock = threading.Lock()
         # The shapes the inputs' arrays give now (x.d may have changed them); where one
         # depends on the data, those of the last forward stand.
-        with contextlib.suppress(DataDependentError):
-            self._infer()
+        if not inferred:
+            with contextlib.suppress(DataDependentError):
+                self._infer()
         self._build()
 
     @property
@@ -465,22 +470,29 @@ class CompiledGraph:
         # output is of another library than its input); _rebuild sets them anew for
         # inputs of another library.
 
-        # Which inputs need a gradient, and the order of the engine's backward.
-        indexes = _needed_inputs(funcs)
-        order, grad_leaves = _backward_order(outs, indexes)
+        # Which inputs need a gradient, and the order of the engine's backward; none
+        # after clear_buffer, which keeps nothing for a backward (the engine runs it).
+        keep = self._keep
+        indexes: dict[FunctionNode, tuple[int, ...]] = {}
+        order: list[FunctionNode] = []
+        grad_leaves: list[VariableNode] = []
+        self._cleared = order
+        if keep != CLEAR:
+            indexes = _needed_inputs(funcs)
+            order, grad_leaves = _backward_order(outs, indexes)
+            # The functions whose backward the engine runs, whose arrays its
+            # clear_buffer frees: also those that lead only to leaves that need no
+            # gradient now (a leaf gone, or set need_grad=False after the graph was
+            # built), which the plan's backward leaves out.
+            wanted = {
+                f: tuple([i for i, x in enumerate(f.inputs or ()) if x.requires_grad])
+                for f in funcs
+            }
+            self._cleared = order if wanted == indexes else _backward_order(outs, wanted)[0]
         self._order = order
-        # The functions whose backward the engine runs, whose arrays its clear_buffer
-        # frees: also those that lead only to leaves that need no gradient now (a
-        # leaf gone, or set need_grad=False after the graph was built), which the
-        # plan's backward leaves out.
-        wanted = {
-            f: tuple([i for i, x in enumerate(f.inputs or ()) if x.requires_grad]) for f in funcs
-        }
-        self._cleared = order if wanted == indexes else _backward_order(outs, wanted)[0]
 
         # The outputs receive their arrays from forward(), through weak references;
         # the other nodes computed are published by the generated code, or cleared.
-        keep = self._keep
         output_set = set(outs)
         self._output_publish = [(slot_of[n], weakref.ref(n)) for n in outs if n.creator_node]
         self._nodes = [n for n in slot_of if n.creator_node is not None and n not in output_set]
@@ -533,7 +545,7 @@ class CompiledGraph:
         # (the plans of y.forward() leave it, as the walk does, for later backwards).
         frees = keep == ALIVE
         state = {slot_of[node]: "set" for node in outs if node.creator_node is not None}
-        for f in order if keep != CLEAR else ():  # no backward after clear_buffer
+        for f in order:
             lines, uses = _backward_code(f, indexes[f], slot_of, own[f], bind, state, frees)
             for slot in uses:
                 reads.setdefault(slot, []).append(n + len(backward))
@@ -552,7 +564,7 @@ class CompiledGraph:
         # The plan's own steps record and check the versions of what their nodes keep,
         # as those nodes would: a library's count of writes where it keeps one
         # (PyTorch), else agnograd's write clock.
-        run_back = set(order) if keep != CLEAR else set()
+        run_back = set(order)
         for libraries, version_steps_of in (
             (_versions.counted, version_steps),
             (_versions.uncounted, clock_steps),

@@ -10,7 +10,12 @@ arrays the plan's forward runs as one ``jax.jit`` program.
 
 A jitted function keeps the plans of its last ``cache_size`` signatures. One whose
 signature keeps changing stops compiling after ``max_traces`` traces: it warns once
-and runs the signatures it has no plan for eagerly, until ``clear_cache()``.
+and runs the signatures it has no plan for eagerly, until ``clear_cache()``. A trace
+that links more than ``max_functions`` functions stops there, and its signature runs
+eagerly, as ``y.forward()`` walks a graph too large to compile
+(:data:`~agnograd.static._replay.LARGEST` functions, the default of both): tracing
+and compiling cost time and memory in proportion to the graph, more than a plan
+saves on a graph that large.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from agnograd.core._versions import memory_of
 from agnograd.static._compiled import CLEAR, CompiledGraph
 from agnograd.static._compiled_jax import outputs_program
 from agnograd.static._jit_trace import (
+    TooLarge,
     Trace,
     config_key,
     eager,
@@ -40,11 +46,13 @@ from agnograd.static._jit_trace import (
     results,
     trace,
 )
+from agnograd.static._replay import LARGEST
 
 
 class JitWarning(UserWarning):
     """A jitted function runs some calls eagerly: it met more signatures than it
-    compiles, or a gradient it computes cannot be built ahead of the data.
+    compiles, its graph is larger than it compiles (``max_functions``), or a
+    gradient it computes cannot be built ahead of the data.
 
     Examples
     --------
@@ -85,6 +93,7 @@ def jit(
     *,
     cache_size: int = 8,
     max_traces: int = 32,
+    max_functions: int | None = LARGEST,
 ) -> Jitted:
     """Trace ``fun`` once per signature into a compiled plan, and re-run the plan.
 
@@ -104,6 +113,14 @@ def jit(
     max_traces : int
         After this many traces, the function warns once (:class:`JitWarning`) and
         runs the signatures it has no plan for eagerly; ``clear_cache()`` resets it.
+    max_functions : int or None
+        The most functions a trace links (an identity per array argument, the
+        function's operations and those of the gradients it asks for). A signature
+        whose graph is larger runs eagerly, with a :class:`JitWarning`: its trace
+        stops there, so that finding out costs no more than tracing
+        ``max_functions`` functions. Tracing and compiling take about 15 times an
+        eager call's time and 7 times its memory, in proportion to the graph;
+        ``None`` compiles a graph of any size.
 
     Returns
     -------
@@ -126,6 +143,18 @@ def jit(
     (0.9561, array([2.0579, 3.2284]))
     >>> step.cache_info()
     CacheInfo(hits=1, misses=1, eager=0, currsize=1, maxsize=8)
+
+    A graph larger than ``max_functions`` runs eagerly, with the same results:
+
+    >>> import warnings
+    >>> small = agnograd.jit(value_and_grad(loss), max_functions=5)
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     value, grad = small(np.array([0.3, 0.1]), x)
+    >>> round(float(value), 4), grad.round(4), small.cache_info().eager
+    (0.9561, array([2.0579, 3.2284]), 1)
+    >>> print(caught[0].message)  # doctest: +ELLIPSIS
+    jit(loss): the graph traced for these arguments has more than 5 functions, ...
     """
     if not callable(fun):
         raise TypeError(f"jit: fun must be callable, got {type(fun).__name__}")
@@ -141,7 +170,13 @@ def jit(
     for what, value, least in (("cache_size", cache_size, 1), ("max_traces", max_traces, 0)):
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ValueError(f"jit: {what} must be an int of at least {least}, got {value!r}")
-    return Jitted(fun, tuple(static_argnums), cache_size, max_traces)
+    if max_functions is not None and (
+        not isinstance(max_functions, int) or isinstance(max_functions, bool) or max_functions < 0
+    ):
+        raise ValueError(
+            f"jit: max_functions must be None or an int of at least 0, got {max_functions!r}"
+        )
+    return Jitted(fun, tuple(static_argnums), cache_size, max_traces, max_functions)
 
 
 class Jitted:
@@ -160,12 +195,18 @@ class Jitted:
     """
 
     def __init__(
-        self, fun: Callable[..., Any], static_argnums: tuple[int, ...], size: int, traces: int
+        self,
+        fun: Callable[..., Any],
+        static_argnums: tuple[int, ...],
+        size: int,
+        traces: int,
+        functions: int | None = LARGEST,
     ) -> None:
         self._fun = fun
         self._static_argnums = static_argnums
         self._size = size
         self._max_traces = traces
+        self._max_functions = functions
         self._name = getattr(fun, "__name__", None) or type(fun).__name__
         self._lock = threading.RLock()  # one call at a time runs a plan (its slots)
         self._static: dict[int, frozenset[int]] = {}  # positions, by count of arguments
@@ -295,17 +336,32 @@ class Jitted:
             out = eager(self._fun, rebuild, arrays, grads)
             self._eager += 1
             return out
+        bound = self._max_functions
+        because = fix = ""
         try:
-            traced = trace(self._fun, name, rebuild, arrays, grads)
+            traced = trace(self._fun, name, rebuild, arrays, grads, bound)
         except GradientNeedsDataError as error:
-            # A rule that reads the forward's arrays (a decomposition's): this
-            # signature runs eagerly, and says so.
-            entry = _Entry(self._fun, None, str(error).split(" (")[0])
+            # A rule that reads the forward's arrays (a decomposition's).
+            because = str(error).split(" (")[0]
+        except TooLarge:
+            because = (
+                f"the graph traced for these arguments has more than {bound} functions, "
+                "too large for a plan to pay back the time and memory that tracing and "
+                "compiling it take"
+            )
+            fix = (
+                f" (max_functions={bound}; jit({name}, max_functions=n) sets another "
+                "bound, None compiles any size)"
+            )
+        if because:
+            # This signature runs eagerly, and says so; eagerly from here, where the
+            # partial trace is gone, so that its memory and eager's do not add up.
+            entry = _Entry(self._fun, None, because)
             out = entry.run(arrays, grads, rebuild)
             self._eager += 1
             warnings.warn(
-                f"jit({name}): {entry.eager_because}; calls with these arguments' "
-                f"signature run {name} eagerly",
+                f"jit({name}): {because}; calls with these arguments' signature run "
+                f"{name} eagerly{fix}",
                 JitWarning,
                 stacklevel=3,
             )
@@ -368,7 +424,8 @@ class _Entry:
         self.inputs, self.outputs, self.tree = traced.inputs, traced.outputs, traced.tree
         if self.outputs:
             # The outputs alone: no backward, nothing kept for one.
-            self.plan = CompiledGraph(self.outputs, keep=CLEAR)
+            # The trace inferred every shape from these arguments' arrays.
+            self.plan = CompiledGraph(self.outputs, keep=CLEAR, inferred=True)
             self.program = outputs_program(self.plan)
             fed = set(self.inputs)
             # A leaf whose Variable is gone was made by the trace (a closed-over

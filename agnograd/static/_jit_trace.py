@@ -219,18 +219,43 @@ class Trace:
         self.watched: list[tuple[VariableNode, bool]] = []
 
 
+class TooLarge(BaseException):
+    """Raised inside a trace when it links more functions than its bound: a
+    ``BaseException``, so that no ``except Exception`` of the traced function (or of
+    a transform it calls) takes it for the function's own error."""
+
+
+class _Linked(list[FunctionNode]):
+    """The functions a trace links (see ``linking``), at most ``bound`` of them: the
+    trace stops at the one after, so that a graph too large to compile costs no
+    more to find out than tracing ``bound`` functions."""
+
+    __slots__ = ("bound",)
+
+    def __init__(self, bound: int | None) -> None:
+        super().__init__()
+        self.bound = bound
+
+    def append(self, func: FunctionNode) -> None:
+        if self.bound is not None and len(self) >= self.bound:
+            raise TooLarge(self.bound)
+        super().append(func)
+
+
 def trace(
     fun: Callable[..., Any],
     name: str,
     rebuild: Callable[[list[Any]], tuple[tuple[Any, ...], dict[str, Any]]],
     arrays: list[Any],
     grads: tuple[bool, ...],
+    bound: int | None = None,
 ) -> Trace:
     """Trace ``fun`` on Variables without data standing for ``arrays`` (requiring a
     gradient where ``grads`` says, as the Variables passed do); ``rebuild`` makes
     ``fun``'s arguments from a list of them. Raises :class:`ConcretizationTypeError`
-    where ``fun`` needs their values."""
-    linked: list[FunctionNode] = []
+    where ``fun`` needs their values, and :class:`TooLarge` once it has linked more
+    than ``bound`` functions (None: no bound)."""
+    linked = _Linked(bound)
     with (
         graph_mode(True, False),
         using_config("function_hooks", {}),

@@ -141,9 +141,14 @@ def batching_rule(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any
 
 
 def _inner(batched: BatchedArray) -> Any:
-    """The namespace of ``batched``'s data: its library's, or the batching one of a
-    lower level."""
-    return raw_namespace(batched.data)
+    """The namespace of ``batched``'s data: the batching one, also for a library's
+    array, since an operand batched at a lower level may meet it there (a tangent
+    batched inside ``vmap(jacfwd(f))`` meets the point batched outside); for
+    arrays of no level it calls the library's function at once."""
+    data = batched.data
+    return (
+        raw_namespace(data) if data.__class__ is BatchedArray else _namespace(raw_namespace(data))
+    )
 
 
 def _resolve(xp: Any, name: str) -> Any:

@@ -27,16 +27,16 @@ from agnograd.transforms._forward import _constant, _jvp
 from agnograd.transforms._functional import value_and_grad_of
 from agnograd.transforms._symbolic import recording
 from agnograd.transforms._transforms import (
-    _arange,
-    _assemble,
+    _along_basis,
+    _block,
     _fill_in_zeros,
     _finish,
     _grads,
     _is_complex,
     _jacobian_by_rows,
-    _one_hot,
     _size,
     _validate_v,
+    _zeros_beside,
     _zeros_like,
 )
 from agnograd.transforms._trees import _tree_arrays, _tree_leaves, _tree_unflatten
@@ -266,8 +266,10 @@ def jacrev(
 
     Notes
     -----
-    Cost: one forward pass, then one backward pass per output element (two for a
-    complex output that reaches a real argument). The blocks follow
+    Cost: one forward pass, then one backward pass per output (two for a complex
+    output that reaches a real argument), run by :func:`vmap` on the rows of an
+    identity: all of the output's rows at once, as ``torch.func.jacrev`` does
+    (under :func:`agnograd.jit`, one pass per element). The blocks follow
     :func:`agnograd.functional.jacobian`'s complex convention (``df/dz`` for a
     holomorphic function, as JAX's ``holomorphic=True``).
 
@@ -297,7 +299,7 @@ def _jacrev(
             result = call(op, PASS_AS_ARGUMENT, func, *d.args, **d.kwargs)
             out_tree, aux = split_aux(result, has_aux, op)
             outputs = output_leaves(out_tree, op)
-            blocks = _jacobian_by_rows(tuple(outputs), tuple(d.xs), d.nested, False)
+            blocks = _jacobian_by_rows(tuple(outputs), tuple(d.xs), d.nested, False, True)
         jacobian = _tree_unflatten(out_tree, iter(d.nest(d.given(list(row))) for row in blocks))
         if not has_aux:
             return jacobian
@@ -343,8 +345,8 @@ def hessian(
     Notes
     -----
     Computed by :func:`jacfwd` of :func:`jacrev` (forward over reverse, as torch and
-    JAX): per element of the differentiated arguments, one forward pass with its
-    tangents and one backward pass per output element.
+    JAX): per differentiated array, one batched forward pass with the tangents of
+    all its elements, through the gradient's one backward pass.
 
     Examples
     --------
@@ -411,9 +413,11 @@ def jacfwd(
 
     Notes
     -----
-    Cost: one forward pass with tangents (:func:`jvp`) per element of the
-    differentiated arguments, each giving a column of every block: cheaper than
-    :func:`jacrev` where the output has more elements than the arguments. ``func``
+    Cost: one forward pass with tangents (:func:`jvp`) per differentiated array,
+    run by :func:`vmap` on the columns of an identity: every column of its blocks at
+    once, as ``torch.func.jacfwd`` does (under :func:`agnograd.jit`, one pass per
+    element). Cheaper than :func:`jacrev` where the output has more elements than
+    the arguments. ``func``
     may take gradients itself (``jacfwd(jacrev(f))``, as :func:`hessian`). Column
     ``k`` of a complex argument's block is the derivative along the real basis
     vector, ``df/dz`` for a holomorphic function: :func:`jacrev`'s convention.
@@ -457,32 +461,37 @@ def _jacfwd(
         # a transform inside func picks them up from its arguments (jacfwd of jacrev).
         primals = tuple(d.xs) if d.nested else tuple(x.array for x in d.xs)
         zeros = [_zeros_like(x, False) for x in d.xs]  # of jit's graph, under jit
-        columns: list[list[list[Any]]] | None = None  # [output][leaf][column]
-        first = None
+        first: Any = None  # the last jvp's (output, tangents[, aux])
+
+        def column(t: Any, j: int) -> list[Any]:
+            """The tangents of the outputs along ``t`` in argument ``j``."""
+            nonlocal first
+            tangents = [_zeros_beside(t, z) for z in zeros]
+            tangents[j] = t
+            first = _jvp(op, at, primals, tuple(tangents), has_aux)
+            out_tangents = _tree_leaves(first[1], "the output of func", op)
+            return [t if d.nested else _tree_arrays(t) for t in out_tangents]
+
+        def output(i: int) -> Variable:
+            """Output ``i`` of ``func``, of the last jvp (the same in each)."""
+            y = _tree_leaves(first[0], "the output of func", op)[i]
+            return y if isinstance(y, Variable) else _constant(y)
+
+        columns: list[list[Any] | None] = []  # [leaf][output]: stacked on the last axis
         with recording(d.symbolic):
             for j, x in enumerate(d.xs):
-                idx = _arange(x) if _size(x) else None
-                for k in range(_size(x)):
-                    tangents = list(zeros)
-                    tangents[j] = _one_hot(x, k, idx)
-                    first = _jvp(op, at, primals, tuple(tangents), has_aux)
-                    out_tangents = _tree_leaves(first[1], "the output of func", op)
-                    if columns is None:
-                        columns = [[[] for _ in d.xs] for _ in out_tangents]
-                    for i, t in enumerate(out_tangents):
-                        columns[i][j].append(t if d.nested else _tree_arrays(t))
+                part = functools.partial(column, j=j)
+                size = _size(x)
+                columns.append(_along_basis(x, part, output, True, d.nested, -1) if size else None)
             if first is None:  # no element to differentiate: the output's nesting only
                 first = _jvp(op, at, primals, tuple(zeros), has_aux)
         out_tree = first[0]
-        outputs = [
-            y if isinstance(y, Variable) else _constant(y)
-            for y in _tree_leaves(out_tree, "the output of func", op)
-        ]
-        if columns is None:
-            columns = [[[] for _ in d.xs] for _ in outputs]
         blocks = (
-            [_assemble(cols, y, x, -1, d.nested) for cols, x in zip(row, d.xs, strict=True)]
-            for row, y in zip(columns, outputs, strict=True)
+            [
+                _block(None if cols is None else cols[i], output(i), x, -1, d.nested)
+                for cols, x in zip(columns, d.xs, strict=True)
+            ]
+            for i in range(len(_tree_leaves(out_tree, "the output of func", op)))
         )
         jacobian = _tree_unflatten(out_tree, iter(d.nest(d.given(row)) for row in blocks))
         if not has_aux:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -17,20 +18,20 @@ from agnograd.transforms._symbolic import building
 from agnograd.transforms._transforms import (
     _STRATEGIES,
     Arrays,
-    _arange,
+    _along_basis,
     _as_tuple,
-    _assemble,
+    _block,
     _complex_dtype,
     _from_parts,
     _is_complex,
     _jacobian_by_columns,
     _jacobian_by_rows,
-    _one_hot,
     _outputs,
     _prepare,
     _single_output,
     _size,
     _unpack,
+    _zeros_beside,
 )
 
 
@@ -57,8 +58,10 @@ def jacobian(
         Raise if an output does not depend on an input. Otherwise that block is
         zeros.
     vectorize : bool
-        Accepted for torch's signature; agnograd has no batched backward (torch's
-        vmap), so the result and the cost are those of ``vectorize=False``.
+        Run the passes as one batched pass per output (``"reverse-mode"``) or per
+        input (``"forward-mode"``) through :func:`agnograd.vmap`, seeded with the
+        rows or columns of an identity, as torch's ``vectorize=True``; the same
+        result as the loop of ``vectorize=False``, with less Python overhead.
     strategy : {"reverse-mode", "forward-mode"}
         Build the Jacobian by rows (one backward pass per output element) or by
         columns (one forward-mode jvp per input element).
@@ -94,13 +97,16 @@ def jacobian(
 
     - ``"reverse-mode"``: one backward pass per element of each output that
       depends on the inputs (none for an output that does not), two for a complex
-      output that reaches a real input;
+      output that reaches a real input; with ``vectorize``, one batched pass (two)
+      per output;
     - ``"forward-mode"``: one jvp (forward mode, no backward pass) per element of
-      each input, two for a complex input that reaches a real output. It pays off
+      each input, two for a complex input that reaches a real output; with
+      ``vectorize``, one batched jvp (two) per input. It pays off
       when the inputs have fewer elements than the outputs. With ``strict`` (which
       must find an input that no output depends on) and under
       :func:`agnograd.jit`, the double-backward trick instead: one pass recorded
-      with double backprop, then one pass per input element. Unlike torch, it needs
+      with double backprop, then one pass per input element (one per input with
+      ``vectorize``). Unlike torch, it needs
       no ``vectorize=True`` and works with ``strict`` and ``create_graph``; its
       blocks have the outputs' dtype, as torch's (complex where the input is).
       As in torch, the Variables ``func`` gets require a gradient only with
@@ -132,7 +138,7 @@ def jacobian(
             f"jacobian: strategy must be 'reverse-mode' or 'forward-mode', got {strategy!r}; "
             "prefer 'forward-mode' when func has more output than input elements"
         )
-    return _jacobian(func, inputs, create_graph, strict, strategy, by_jvp=True)
+    return _jacobian(func, inputs, create_graph, strict, vectorize, strategy, by_jvp=True)
 
 
 def _jacobian(
@@ -140,6 +146,7 @@ def _jacobian(
     inputs: Arrays,
     create_graph: bool,
     strict: bool,
+    vectorize: bool,
     strategy: str,
     by_jvp: bool,
 ) -> Any:
@@ -149,7 +156,7 @@ def _jacobian(
     is_inputs_tuple, inputs = _as_tuple(inputs, "jacobian", "inputs")
     if strategy == "forward-mode" and by_jvp and not strict and not building():
         try:
-            return _by_forward_mode(func, inputs, is_inputs_tuple, create_graph)
+            return _by_forward_mode(func, inputs, is_inputs_tuple, create_graph, vectorize)
         except NotImplementedError:
             # A node without a jvp that forward mode can run on a reverse graph: the
             # double-backward trick needs only its double backward.
@@ -158,14 +165,18 @@ def _jacobian(
         xs = _prepare(inputs, is_inputs_tuple, "jacobian", create_graph)
         is_outputs_tuple, outputs = _outputs(call("jacobian", WRAP, func, *xs), "jacobian", strict)
         if strategy == "reverse-mode":
-            blocks = _jacobian_by_rows(outputs, xs, create_graph, strict)
+            blocks = _jacobian_by_rows(outputs, xs, create_graph, strict, vectorize)
         else:
-            blocks = _jacobian_by_columns(outputs, xs, create_graph, strict)
+            blocks = _jacobian_by_columns(outputs, xs, create_graph, strict, vectorize)
     return _unpack(blocks, (is_outputs_tuple, is_inputs_tuple))
 
 
 def _by_forward_mode(
-    func: Callable[..., Any], inputs: tuple[Any, ...], is_inputs_tuple: bool, create_graph: bool
+    func: Callable[..., Any],
+    inputs: tuple[Any, ...],
+    is_inputs_tuple: bool,
+    create_graph: bool,
+    vectorize: bool,
 ) -> Any:
     """:func:`jacobian` by columns, column ``k`` of input ``j`` the jvp along the
     ``k``-th basis vector ``e`` of that input (zero tangents elsewhere); along ``i e``
@@ -187,34 +198,39 @@ def _by_forward_mode(
     # Jacobian of a Jacobian) carries their tangents to the leaves it makes.
     primals = xs if create_graph else tuple(x.array for x in xs)
     zeros = [raw_namespace(p.array).zeros_like(p.array) for p in xs]
-    outputs: tuple[Any, ...] | None = None
-    columns: list[list[list[Any]]] | None = None  # [i][j][k]
-    for j, x in enumerate(xs):
-        if not _size(x):
-            continue
-        idx = _arange(x)
-        for k in range(_size(x)):
-            e = _one_hot(x, k, idx)
-            outputs, ts = _forward.jvp(outputs_of, primals, (*zeros[:j], e, *zeros[j + 1 :]))
-            if columns is None:
-                columns = [[[] for _ in xs] for _ in outputs]
-            if _is_complex(x) and not all(_is_complex(y) for y in outputs):
-                _, tis = _forward.jvp(outputs_of, primals, (*zeros[:j], e * 1j, *zeros[j + 1 :]))
-                ts = [
-                    t if _is_complex(y) else _from_parts(t, ti, _complex_dtype(x))
-                    for t, ti, y in zip(ts, tis, outputs, strict=True)
-                ]
-            for i, t in enumerate(ts):
-                columns[i][j].append(t if create_graph or not isinstance(t, Variable) else t.array)
-    if outputs is None:  # no input element: the outputs for the blocks' shapes
+    outputs: tuple[Any, ...] = ()
+
+    def column(e: Any, j: int) -> list[Any]:
+        """The outputs' tangents along ``e`` in input ``j``."""
+        nonlocal outputs
+        beside = [_zeros_beside(e, z) for z in zeros]
+        outputs, ts = _forward.jvp(outputs_of, primals, (*beside[:j], e, *beside[j + 1 :]))
+        if _is_complex(xs[j]) and not all(_is_complex(y) for y in outputs):
+            _, tis = _forward.jvp(outputs_of, primals, (*beside[:j], e * 1j, *beside[j + 1 :]))
+            ts = [
+                t if _is_complex(y) else _from_parts(t, ti, _complex_dtype(xs[j]))
+                for t, ti, y in zip(ts, tis, outputs, strict=True)
+            ]
+        return [t if create_graph or not isinstance(t, Variable) else t.array for t in ts]
+
+    def output(i: int) -> Variable:
+        y = outputs[i]
+        return y if isinstance(y, Variable) else Variable(y, requires_grad=False)
+
+    columns = [  # [j][i], stacked on the last axis
+        _along_basis(x, functools.partial(column, j=j), output, vectorize, create_graph, -1)
+        if _size(x)
+        else None
+        for j, x in enumerate(xs)
+    ]
+    if not outputs:  # no input element: the outputs for the blocks' shapes
         outputs = outputs_of(*xs)
-    refs = [y if isinstance(y, Variable) else Variable(y, requires_grad=False) for y in outputs]
     blocks = tuple(
         tuple(
-            _assemble(columns[i][j] if columns else [], out, x, -1, create_graph)
-            for j, x in enumerate(xs)
+            _block(None if cols is None else cols[i], output(i), x, -1, create_graph)
+            for cols, x in zip(columns, xs, strict=True)
         )
-        for i, out in enumerate(refs)
+        for i in range(len(outputs))
     )
     return _unpack(blocks, (is_outputs_tuple[0], is_inputs_tuple))
 
@@ -241,7 +257,8 @@ def hessian(
         Raise if the output, or its gradient, does not depend on an input.
         Otherwise those blocks are zeros.
     vectorize : bool
-        Accepted for torch's signature; no effect (see :func:`jacobian`).
+        Build the outer Jacobian from one batched pass per input (see
+        :func:`jacobian`); the same result as without.
     outer_jacobian_strategy : {"reverse-mode", "forward-mode"}
         How the Jacobian of the gradient is built (see :func:`jacobian`).
 
@@ -265,8 +282,9 @@ def hessian(
     convention: for a complex output, holomorphic in its complex inputs, the
     matrix of second complex derivatives ``d2f/dz_i dz_j`` (as JAX's ``hessian``
     with ``holomorphic=True``). Cost: one forward pass, one backward pass recorded
-    with double backprop (the gradient), then one backward pass per input element,
-    each doubled for a complex output of real inputs (see :func:`jacobian`);
+    with double backprop (the gradient), then one backward pass per input element
+    (one batched pass per input with ``vectorize``), each doubled for a complex
+    output of real inputs (see :func:`jacobian`);
     ``"forward-mode"`` adds a second recorded pass and gains nothing, since the
     Hessian is square.
 
@@ -315,5 +333,7 @@ def hessian(
                 )
         return tuple(jac)
 
-    res = _jacobian(gradient, inputs, create_graph, strict, outer_jacobian_strategy, by_jvp=False)
+    res = _jacobian(
+        gradient, inputs, create_graph, strict, vectorize, outer_jacobian_strategy, by_jvp=False
+    )
     return _unpack(res, (is_inputs_tuple, is_inputs_tuple))

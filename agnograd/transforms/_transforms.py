@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias, cast
 
 from agnograd.backends._backend import Array, backend_name, dtype_name, is_array, raw_namespace
@@ -18,7 +18,9 @@ from agnograd.core._function import FORWARD_MODE
 from agnograd.core._variable import Variable
 from agnograd.functions import identity
 from agnograd.functions._namespace import namespace_of
+from agnograd.transforms._batching import BatchedArray, level_of
 from agnograd.transforms._symbolic import is_symbolic, recording, symbolic_leaf
+from agnograd.transforms._vmap import vmap
 
 #: One array or Variable, or a tuple of them (torch's "Tensor or tuple of Tensors").
 Arrays: TypeAlias = Array | Variable | tuple[Array | Variable, ...]
@@ -100,17 +102,18 @@ def _differentiable(x: Any, op: str, where: str) -> Any:
 def is_floating(x: Any) -> bool:
     """Whether the raw array ``x`` has a real or complex floating dtype."""
     dtype = x.dtype
-    known = _floating_dtype.get(dtype.__class__)
-    if known is not None and dtype == known:  # the common case, at once
+    known = _floating_dtype.get(x.__class__)
+    # (vmap's batched arrays are one class over several libraries, whose dtypes
+    # refuse to be compared with each other's: compared only with their own kind)
+    if known is not None and dtype.__class__ is known.__class__ and dtype == known:
         return True
     if not raw_namespace(x).isdtype(dtype, ("real floating", "complex floating")):
         return False
-    _floating_dtype[dtype.__class__] = dtype
+    _floating_dtype[x.__class__] = dtype
     return True
 
 
-# The floating dtype met last, by class of dtype (a library's isdtype is slow); not by
-# class of array: vmap's batched arrays hold any library's.
+# The floating dtype met last, by class of array (a library's isdtype is slow).
 _floating_dtype: dict[type, Any] = {}
 
 
@@ -453,53 +456,118 @@ def _arange(ref: Variable) -> Any:
     return device.xp.arange(_size(ref), device=device.device)
 
 
+def _along_basis(
+    ref: Variable,
+    part: Callable[[Any], list[Any]],
+    ref_of: Callable[[int], Variable],
+    vectorize: bool,
+    create_graph: bool,
+    axis: int,
+) -> list[Any]:
+    """``part(e)`` for each basis vector ``e`` of ``ref`` (a list, ``None`` where no
+    pass reached an entry), each entry's parts stacked on ``axis`` (0 for rows, -1
+    for columns; ``ref_of(j)`` the shape of entry ``j``'s parts) or ``None``. With
+    ``vectorize``, one call of ``part`` under :func:`~agnograd.vmap` with every basis
+    vector at once, as torch's ``vectorize=True`` and ``torch.func`` do; else (and
+    for one element, which needs no batch, or a graph not run, whose values are not
+    there to batch) one call per vector."""
+    n = _size(ref)
+
+    def loop() -> list[Any]:
+        idx = _arange(ref)
+        parts = [part(_one_hot(ref, k, idx)) for k in range(n)]
+        return [
+            _stacked([p[j] for p in parts], ref_of(j), create_graph, axis)
+            for j in range(len(parts[0]))
+        ]
+
+    if not (vectorize and n > 1 and ref.array is not None):
+        return loop()
+    repeated: set[int] = set()
+
+    def batched(e: Any) -> list[Any]:
+        results = part(e)
+        for j, r in enumerate(results):
+            if r is not None and level_of(r._data if isinstance(r, Variable) else r) != e.level:
+                repeated.add(j)  # the same for every vector, which vmap repeats as a view
+        return results
+
+    try:
+        stacked = vmap(batched, out_axes=axis)(_identity(ref))
+    except TypeError:
+        # A pass that cannot run batched: a rule with an array of a library whose
+        # operators refuse a batched operand instead of deferring to it
+        # (array-api-strict's `y * g`), a node's own backward that reads a value (a
+        # ConcretizationTypeError). The loop gives what it can, or the error.
+        return loop()
+    for j in repeated:
+        r = stacked[j]
+        if not isinstance(r, Variable):  # the caller's own array, not a read-only view
+            stacked[j] = raw_namespace(r).asarray(r, copy=True)
+    return [
+        r
+        if r is None or not create_graph or isinstance(r, Variable)
+        # what vmap gave back as an array requires no gradient
+        else Variable(r, requires_grad=False)
+        for r in stacked
+    ]
+
+
 def _jacobian_by_rows(
-    outputs: tuple[Variable, ...], xs: tuple[Variable, ...], create_graph: bool, strict: bool
+    outputs: tuple[Variable, ...],
+    xs: tuple[Variable, ...],
+    create_graph: bool,
+    strict: bool,
+    vectorize: bool,
 ) -> tuple[tuple[Any, ...], ...]:
     """Row ``k`` of block ``(i, j)`` from a backward pass seeded with the ``k``-th basis
     vector ``e`` of output ``i``, converted for a complex output (and a second pass
-    seeded with ``i e`` for its real inputs)."""
+    seeded with ``i e`` for its real inputs). With ``vectorize``, all the rows of
+    output ``i`` from one backward pass (:func:`_along_basis`)."""
     blocks = []
     for i, out in enumerate(outputs):
-        rows: list[list[Any]] = [[] for _ in xs]
+
+        def row(e: Any, i: int = i, out: Variable = out) -> list[Any]:
+            """Row ``e`` of each block ``(i, j)``."""
+            gxs = _grads([out], xs, [e], create_graph)
+            if _is_complex(out):
+                gis: list[Variable | None] = [None] * len(xs)
+                if _needs_imaginary_pass(gxs, xs):
+                    gis = _grads([out], xs, [e * 1j], create_graph)
+                gxs = _to_jacobian_convention(gxs, gis, xs)
+            return [_checked(g, i, j, strict, create_graph) for j, g in enumerate(gxs)]
+
+        rows: list[Any] = [None] * len(xs)
         if out.requires_grad and _size(out):
-            idx = _arange(out)
-            for k in range(_size(out)):
-                e = _one_hot(out, k, idx)
-                gxs = _grads([out], xs, [e], create_graph)
-                if _is_complex(out):
-                    gis: list[Variable | None] = [None] * len(xs)
-                    if _needs_imaginary_pass(gxs, xs):
-                        gis = _grads([out], xs, [e * 1j], create_graph)
-                    gxs = _to_jacobian_convention(gxs, gis, xs)
-                for j, g in enumerate(gxs):
-                    rows[j].append(_checked(g, i, j, strict, create_graph))
+            rows = _along_basis(out, row, xs.__getitem__, vectorize, create_graph, 0)
         blocks.append(
-            tuple(
-                _assemble(rows_j, out, x, 0, create_graph)
-                for rows_j, x in zip(rows, xs, strict=True)
-            )
+            tuple(_block(r, out, x, 0, create_graph) for r, x in zip(rows, xs, strict=True))
         )
     return tuple(blocks)
 
 
 def _jacobian_by_columns(
-    outputs: tuple[Variable, ...], xs: tuple[Variable, ...], create_graph: bool, strict: bool
+    outputs: tuple[Variable, ...],
+    xs: tuple[Variable, ...],
+    create_graph: bool,
+    strict: bool,
+    vectorize: bool,
 ) -> tuple[tuple[Any, ...], ...]:
     """Column ``k`` of block ``(i, j)`` by the double-backward trick along the ``k``-th
     basis vector ``e`` of input ``j``: the derivative along ``e``. A real output of a
     complex input takes a second pass along ``i e``, for backward's gradient
-    ``d/dRe z + i d/dIm z``."""
+    ``d/dRe z + i d/dIm z``. With ``vectorize``, all the columns of input ``j`` from
+    one backward pass (:func:`_along_basis`)."""
     us, gxs = _transpose(outputs, xs, False, "jacobian")
-    columns: list[list[list[Any]]] = [[[] for _ in xs] for _ in outputs]  # [i][j][k]
+    columns: list[list[Any]] = [[None] * len(outputs) for _ in xs]  # [j][i]
     for j, (x, g) in enumerate(zip(xs, gxs, strict=True)):
         if g is None and strict and _size(x):
             raise _independent(None, j)
         if g is None or not _size(x):
             continue
-        idx = _arange(x)
-        for k in range(_size(x)):
-            e = _one_hot(x, k, idx)
+
+        def column(e: Any, j: int = j, x: Variable = x, g: Variable = g) -> list[Any]:
+            """Column ``e`` of each block ``(i, j)``."""
             gus = _grads([g], us, [e], create_graph)
             if _is_complex(x) and _needs_imaginary_pass(gus, outputs):
                 gis = _grads([g], us, [e * 1j], create_graph)
@@ -507,10 +575,11 @@ def _jacobian_by_columns(
                     gu if gu is None or _is_complex(y) else _from_parts(gu, gi, _complex_dtype(y))
                     for gu, gi, y in zip(gus, gis, outputs, strict=True)
                 ]
-            for i, gu in enumerate(gus):
-                columns[i][j].append(_checked(gu, i, j, strict, create_graph))
+            return [_checked(gu, i, j, strict, create_graph) for i, gu in enumerate(gus)]
+
+        columns[j] = _along_basis(x, column, outputs.__getitem__, vectorize, create_graph, -1)
     return tuple(
-        tuple(_assemble(columns[i][j], out, x, -1, create_graph) for j, x in enumerate(xs))
+        tuple(_block(columns[j][i], out, x, -1, create_graph) for j, x in enumerate(xs))
         for i, out in enumerate(outputs)
     )
 
@@ -543,19 +612,57 @@ def _independent(i: int | None, j: int) -> RuntimeError:
 def _assemble(parts: list[Any], out: Variable, x: Variable, axis: int, create_graph: bool) -> Any:
     """One Jacobian block of shape ``out.shape + x.shape`` from its rows (``axis=0``,
     each shaped like ``x``) or columns (``axis=-1``, each shaped like ``out``); a
-    ``None`` part is zero. Where no pass reached the block, zeros, never stacked, of
-    the dtype the rows (the input's) or columns (the output's) have, complex where
-    the other one is."""
-    shape = tuple(out.shape or ()) + tuple(x.shape or ())
-    ref, other = (x, out) if axis == 0 else (out, x)
+    ``None`` part is zero."""
+    ref = x if axis == 0 else out
+    return _block(_stacked(parts, ref, create_graph, axis), out, x, axis, create_graph)
+
+
+def _stacked(parts: list[Any], ref: Variable, create_graph: bool, axis: int = 0) -> Any:
+    """``parts`` (each shaped like ``ref``, ``None`` for zeros) stacked on ``axis``;
+    ``None`` if every one is."""
     if all(p is None for p in parts):
+        return None
+    parts = [_zeros_like(ref, create_graph) if p is None else p for p in parts]
+    xp = namespace_of(parts[0])  # differentiable for Variables
+    if len(parts) == 1:  # whose backward is a reshape, not stack's indexing
+        return xp.expand_dims(parts[0], axis=axis)
+    return xp.stack(parts, axis=axis)
+
+
+def _block(stacked: Any, out: Variable, x: Variable, axis: int, create_graph: bool) -> Any:
+    """One Jacobian block of shape ``out.shape + x.shape`` from its rows (``axis=0``)
+    or columns (``axis=-1``) stacked on ``axis``. Where no pass reached the block
+    (``stacked`` is None), zeros, of the dtype the rows (the input's) or columns (the
+    output's) have, complex where the other one is."""
+    shape = tuple(out.shape or ()) + tuple(x.shape or ())
+    if stacked is None:
+        ref, other = (x, out) if axis == 0 else (out, x)
         dtype = _complex_dtype(ref) if _is_complex(other) else ref.dtype
         device = ref.device if ref.array is None else device_of(ref.array)
         zeros = device.xp.zeros(shape, dtype=dtype, device=device.device)
         return Variable(zeros, requires_grad=False) if create_graph else zeros
-    parts = [_zeros_like(ref, create_graph) if p is None else p for p in parts]
-    xp = namespace_of(parts[0])  # differentiable for Variables (create_graph)
-    return xp.reshape(xp.stack(parts, axis=axis), shape)
+    return namespace_of(stacked).reshape(stacked, shape)
+
+
+def _zeros_beside(e: Any, zeros: Any) -> Any:
+    """``zeros``, the tangent of an input beside one whose tangent is ``e``: batched as
+    ``e`` is under :func:`_along_basis`'s ``vmap``, since array-api-strict's arrays
+    refuse to meet a batched array in an operator (a zero tangent plus a batched
+    one); the loop costs as much, a zero tangent per column."""
+    if e.__class__ is not BatchedArray:
+        return zeros
+    xp = raw_namespace(zeros)
+    data = xp.broadcast_to(xp.expand_dims(zeros, axis=0), (e.batch_size, *zeros.shape))
+    return BatchedArray(data, e.level)
+
+
+def _identity(ref: Variable) -> Any:
+    """The standard basis vectors in ``ref``'s shape, dtype and library, stacked on a
+    new axis 0: the seeds of every row (or tangents of every column) at once."""
+    n, data = _size(ref), ref.array
+    xp = raw_namespace(data)
+    eye = xp.eye(n, dtype=ref.dtype, device=device_of(data).device)
+    return xp.reshape(eye, (n, *tuple(ref.shape or ())))
 
 
 def _derivative(

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agnograd.backends._backend import is_array, raw_namespace
-from agnograd.core._config import MODE
+from agnograd.core._config import FORWARD_MODE, HOOKS, MODE
 from agnograd.core._engine_loop import GradientNeedsDataError
 from agnograd.core._function import FunctionNode
 from agnograd.core._trees import StructureError, broadcast_prefix, flatten, leaf_paths, unflatten
@@ -398,9 +398,10 @@ def _batched_leaf(x: Any, axis: int, level: int, size: int) -> Any:
 
 def _result(y: Any, axis: int | None, level: int, size: int) -> Any:
     if isinstance(y, Variable):
-        # A node where a backward may reach it, or where the data is to come (jit's
-        # trace of vmap, define-then-run)
-        if y.requires_grad or y._data is None:
+        # Through a node where a backward or a running jvp (whose tangents a Variable
+        # carries without requiring a gradient) needs the result connected, or where
+        # the data is to come (define-then-run)
+        if y.requires_grad or y._data is None or MODE.get()[HOOKS].get(FORWARD_MODE) is not None:
             return _Leave(axis, level, size).apply((y,))[0]  # type: ignore[arg-type]
         y = y.array
     return _leave(y, axis, level, size)
