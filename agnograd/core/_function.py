@@ -148,7 +148,7 @@ class FunctionNode:
     #: The batching rule under :func:`agnograd.vmap` (torch's ``Function.vmap``) a
     #: subclass may define: ``vmap(self, in_axes, inputs) -> (outputs, out_axes)``, on
     #: the whole batch's arrays (the batch on axis 0 where ``in_axes`` is 0, None for
-    #: a shared one; ``self.xp`` their library's); ``NotImplemented`` runs ``forward``.
+    #: a shared one; ``self.xp`` a namespace for them); ``NotImplemented`` runs ``forward``.
     vmap: Any = None
 
     @property
