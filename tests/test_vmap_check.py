@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -59,3 +60,62 @@ def test_a_wrong_batching_rule_is_caught(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setitem(_batching_rules.RULES, "sum", reversed_sum)
     with pytest.raises(AssertionError, match=r"output 0 under vmap\(in_axes=\(0,\)\)"):
         check_vmap(lambda x: F.sum(x, axis=0), np.arange(6.0).reshape(2, 3))
+
+
+class Normalized(agnograd.FunctionNode):
+    """A user's node whose forward reads a value in Python (``float``), which vmap
+    cannot batch, and whose batching rule computes each example's scale instead."""
+
+    rule_calls = 0
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        (x,) = inputs
+        return (x / float(self.xp.max(self.xp.abs(x))),)
+
+    def vmap(self, in_axes: Any, inputs: Any) -> Any:
+        (x,) = inputs
+        assert in_axes == (0,)
+        type(self).rule_calls += 1
+        xp = self.xp
+        scale = xp.max(xp.abs(x), axis=tuple(range(1, x.ndim)), keepdims=True)
+        return (xp.moveaxis(x / scale, 0, -1),), -1  # the batch on the last axis
+
+    def backward(self, indexes: Any, grad_outputs: Any) -> Any:
+        raise AssertionError("not called")
+
+
+class WithoutRule(Normalized):
+    vmap = None
+
+
+class Shifted(agnograd.FunctionNode):
+    """A user's node of two inputs whose rule is told which is batched."""
+
+    def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        x, w = inputs
+        return (self.xp.add(x, w), self.xp.sum(w))
+
+    def vmap(self, in_axes: Any, inputs: Any) -> Any:
+        x, w = inputs
+        if in_axes[1] is None:  # w shared: so is its sum
+            return (self.xp.add(x, w), self.xp.sum(w)), (0, None)
+        return NotImplemented  # forward, batched by the namespace's rules
+
+    def backward(self, indexes: Any, grad_outputs: Any) -> Any:
+        raise AssertionError("not called")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_users_node_with_a_batching_rule(backend: str) -> None:
+    xp = backend_namespace(backend)
+    x = xp.reshape(xp.arange(6, dtype=xp.float64), (2, 3)) - 2.5
+    with pytest.raises(agnograd.ConcretizationTypeError):  # its forward alone
+        check_vmap(WithoutRule(), x)
+    Normalized.rule_calls = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", agnograd.VmapFallbackWarning)
+        check_vmap(Normalized(), x)
+        check_vmap(Shifted(), (x, x[0, ...] * 2.0))
+    assert Normalized.rule_calls == 2  # in_axes 0 and -1: the rule, not the loop
+    assert "vmap" not in Scale.__dict__
+    assert Scale.forward is Scale.__dict__["forward"]  # nodes without a rule: as written

@@ -468,6 +468,11 @@ def scatter_add_flat(dst: Any, positions: Any, values: Any) -> Any:
     The standard has no scatter-add, so the owning adapter's hook is used; without an
     adapter a sort-based composition of standard functions is used.
     """
+    for array in (values, positions):
+        # vmap's batched arrays: their namespace scatters each example's values
+        batched = getattr(raw_namespace(array), "_scatter_add_flat", None)
+        if batched is not None:
+            return batched(dst, positions, values)
     adapter = adapter_for(dst)
     if adapter is not None and adapter.scatter_add is not None:
         return adapter.scatter_add(dst, positions, values)

@@ -19,6 +19,7 @@ from agnograd.core._function_checks import (
     _on_accelerator,
     _output_tuple,
     as_constant,
+    batched_by_rule,
     combined_namespace,
     describe_arrays,
     input_namespace,
@@ -48,7 +49,9 @@ class FunctionNode:
     Forward mode calls ``jvp(self, inputs, tangents)`` where a subclass defines it
     (one tangent per input, None for a zero; it returns one per output, like
     ``backward`` on raw arrays or Variables); a node without one gets its tangents
-    from its backward, transposed (a second pass, for that node alone).
+    from its backward, transposed (a second pass, for that node alone). Under
+    :func:`agnograd.vmap`, ``forward`` runs on arrays of one example's shape, or a
+    subclass's batching rule ``vmap`` on the whole batch.
 
     Examples
     --------
@@ -137,6 +140,16 @@ class FunctionNode:
         cls._checks_types = cls.check_type_forward is not _NO_TYPE_CHECK
         cls._accumulates = cls.backward_accumulate is not FunctionNode.backward_accumulate
         cls._plain_backward = not (cls.backward_receives_variables or cls._defined_outside)
+        if cls.vmap is not None and (
+            "forward" in cls.__dict__ or not hasattr(cls.forward, "_batched_by_vmap")
+        ):
+            cls.forward = batched_by_rule(cls.forward)  # type: ignore[method-assign]
+
+    #: The batching rule under :func:`agnograd.vmap` (torch's ``Function.vmap``) a
+    #: subclass may define: ``vmap(self, in_axes, inputs) -> (outputs, out_axes)``, on
+    #: the whole batch's arrays (the batch on axis 0 where ``in_axes`` is 0, None for
+    #: a shared one; ``self.xp`` a namespace for them); ``NotImplemented`` runs ``forward``.
+    vmap: Any = None
 
     @property
     def label(self) -> str:

@@ -5,6 +5,7 @@ broadcast gradients summed back to their input's shape, and the errors naming a 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -189,3 +190,20 @@ def mixed_backends(func: FunctionNode, xp: Any, other: Any) -> TypeError:
         f"{_backend.backend_name(other)}; move them to one library first "
         "(agnograd.functions.copy or the library's from_dlpack)"
     )
+
+
+def batched_by_rule(forward: Any) -> Any:
+    """``forward`` of a class with a ``FunctionNode.vmap`` rule: under vmap (a
+    namespace that runs rules, through its ``_forward``), the rule; else itself."""
+
+    @functools.wraps(forward)
+    def batched(self: Any, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        run = getattr(self.xp, "_forward", None)
+        if run is not None:
+            outputs = run(self, inputs)
+            if outputs is not NotImplemented:
+                return outputs
+        return forward(self, inputs)
+
+    batched._batched_by_vmap = True  # type: ignore[attr-defined]
+    return batched

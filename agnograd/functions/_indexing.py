@@ -24,7 +24,7 @@ from agnograd.core import _extension
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.functions._core import held, input_shape, raw, raw_xp_device, shape_of
-from agnograd.functions._inplace import note_view
+from agnograd.functions._inplace import combines, lifted, note_view
 from agnograd.functions._namespace import namespace_of
 from agnograd.functions._rows import Rows
 
@@ -71,10 +71,12 @@ def scatter_into_zeros(shape: tuple[int, ...], key: Any, values: Any) -> Any:
     """Zeros of ``shape`` with ``values`` added at ``key`` (repeated indices accumulate)."""
     xp = raw_namespace(values)
     device = array_api_compat.device(values)
+    items = key if isinstance(key, tuple) else (key,)
+    # Under vmap, zeros of each example where the values or the key are batched
     out = xp.zeros(shape, dtype=values.dtype, device=device)
+    out = lifted(xp, out, (values, *items), copy=True)
     if is_basic(key):
         # Setting through None is not in the standard: drop the new axes it made.
-        items = key if isinstance(key, tuple) else (key,)
         plain = tuple(k for k in items if k is not None)
         try:
             out[plain] = xp.reshape(values, tuple(out[plain].shape))
@@ -82,7 +84,7 @@ def scatter_into_zeros(shape: tuple[int, ...], key: Any, values: Any) -> Any:
         except (TypeError, ValueError, IndexError, NotImplementedError):
             pass  # immutable arrays (JAX): take the scatter-add path below
     size = math.prod(shape)
-    positions = xp.reshape(xp.arange(size, device=device), shape)[key]
+    positions = lifted(xp, xp.reshape(xp.arange(size, device=device), shape), items)[key]
     flat = scatter_add_flat(
         xp.reshape(out, (size,)), xp.reshape(positions, (-1,)), xp.reshape(values, (-1,))
     )
@@ -125,7 +127,8 @@ class GetItemAt(GetItem):
         self._retain_in = tuple(range(1, len(where) + 1))  # the indices, for backward
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (inputs[0][_filled(self.key, self.where, inputs[1:])],)
+        x = lifted(self.xp, inputs[0], inputs[1:])
+        return (x[_filled(self.key, self.where, inputs[1:])],)
 
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         # Indices take no gradient (a key computed from data that does, such as a mask
@@ -192,7 +195,13 @@ def get_item(x: Any, slices: Any) -> Variable:
     """
     data = x._data if isinstance(x, Variable) else x
     items = slices if isinstance(slices, tuple) else (slices,)
-    where = tuple(i for i, k in enumerate(items) if isinstance(k, Variable))
+    # Index Variables, and vmap's batched indices (so that the node's namespace is the
+    # batch's), are inputs of the node.
+    where = tuple(
+        i
+        for i, k in enumerate(items)
+        if type(k) not in _BASIC and (isinstance(k, Variable) or combines(k))
+    )
     if where:  # read at every run: inputs of the node
         key = tuple(None if i in where else k for i, k in enumerate(items))
         arrays = [items[i] for i in where]
@@ -341,7 +350,7 @@ def gather(fn: Callable[..., Any], x: Any, indices: Any, label: str) -> Variable
     Index Variables (the result of ``argsort``, say) are inputs of the node, so that
     define-then-run computes them first; raw index arrays are kept by the node.
     """
-    if isinstance(indices, Variable):
+    if isinstance(indices, Variable) or combines(indices):
         return Gather(fn, 1, label).apply((x, indices))[0]
 
     def bound(xp: Any, a: Any) -> Any:

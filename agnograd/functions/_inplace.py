@@ -89,13 +89,34 @@ def _written_mask(shape: tuple[int, ...], key: Any, like: Any) -> Any:
     from agnograd.functions._indexing import scatter_into_zeros
 
     xp = raw_namespace(like)
-    region = xp.ones(tuple(xp.zeros(shape, dtype=xp.int8, device=_device(like))[key].shape),
-                     dtype=xp.int8, device=_device(like))  # fmt: skip
+    items = key if isinstance(key, tuple) else (key,)
+    template = lifted(xp, xp.zeros(shape, dtype=xp.int8, device=_device(like)), items)
+    region = xp.ones(tuple(template[key].shape), dtype=xp.int8, device=_device(like))
+    region = lifted(xp, region, items)  # each example's, where the key is batched
     return scatter_into_zeros(shape, key, region) != 0
 
 
 def _device(a: Any) -> Any:
     return array_api_compat.device(a)
+
+
+def combines(x: Any) -> bool:
+    """Whether ``x`` is an array whose namespace takes other libraries' arrays beside
+    its own (``vmap``'s batched arrays, through the namespace's ``_combine``): an
+    index or value of that kind must be an input of its node, so that the node's
+    namespace is the combination."""
+    return not isinstance(x, Variable) and hasattr(
+        getattr(x, "__array_namespace__", None) and raw_namespace(x), "_combine"
+    )
+
+
+def lifted(xp: Any, x: Any, others: Any, *, copy: bool = False) -> Any:
+    """``x`` as the node's namespace ``xp`` needs it beside ``others`` (the index or
+    the value of an indexing node): under ``vmap``, a raw ``x`` repeated over the
+    batch of a batched index or value (the namespace's ``_lift``), since Python's
+    ``x[key]`` and ``x[key] = value`` are ``x``'s to answer; else ``x`` itself."""
+    lift = getattr(xp, "_lift", None)
+    return x if lift is None else lift(x, others, copy=copy)
 
 
 class SetItem(FunctionNode):
@@ -128,15 +149,22 @@ class SetItem(FunctionNode):
         return ((inputs[0].shape, inputs[0].dtype),)
 
     def forward(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        key_arrays = ()
         if self.key_inputs:
-            self.key = _fill_key(self._key_template, inputs[-self.key_inputs :])
+            key_arrays = inputs[-self.key_inputs :]
+            self.key = _fill_key(self._key_template, key_arrays)
             inputs = inputs[: -self.key_inputs]
         x = inputs[0]
         if self.done:
             return (x,)
-        if self.copy:
-            x = self.xp.asarray(x, copy=True)
         value = self.scalar if len(inputs) == 1 else inputs[1]
+        # Under vmap, a batched value or index makes x batched (in an array of its
+        # own: the examples share x's memory)
+        written = lifted(self.xp, x, (value, *key_arrays), copy=True)
+        if written is not x:
+            x = written
+        elif self.copy:
+            x = self.xp.asarray(x, copy=True)
         try:
             x[self.key] = value
         except (TypeError, ValueError, NotImplementedError):
@@ -423,11 +451,14 @@ class _KeyInput:
 
 def _graph_key(key: Any) -> tuple[Any, list[Variable]]:
     """``key`` with each Variable without data replaced by a :class:`_KeyInput`, and
-    those Variables (they become inputs of the SetItem node)."""
+    those Variables (they become inputs of the SetItem node); vmap's batched indices
+    too, so that the node's namespace is the batch's."""
     arrays: list[Variable] = []
 
     def swap(k: Any) -> Any:
-        if isinstance(k, Variable) and k._data is None:
+        if combines(k._data if isinstance(k, Variable) else k) or (
+            isinstance(k, Variable) and k._data is None
+        ):
             arrays.append(k)
             return _KeyInput(len(arrays) - 1)
         return k

@@ -27,7 +27,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from agnograd.backends._backend import owned
+from agnograd.backends._backend import _per_instance, owned
 from agnograd.core import _graph
 from agnograd.core._engine_loop import GradientNeedsDataError
 from agnograd.core._trees import flatten_into, leaf_paths, unflatten_from
@@ -281,6 +281,12 @@ class Jitted:
             n = len(args)
             return tuple(new), {k: unflatten_from(parts[n + j][1], it) for j, k in enumerate(names)}
 
+        if any(a.__class__ in _per_instance for a in arrays):
+            # Under vmap: a batched array's level and batch size are no part of the
+            # signature (nor could a plan made in one vmap call know the levels of
+            # another), so the function runs eagerly, batched.
+            self._eager += 1
+            return eager(self._fun, rebuild, arrays, grads)
         key = (tuple(parts), signature, grads, config_key())
         with self._lock:
             entry = self._cache.get(key)

@@ -49,7 +49,8 @@ def check_vmap(
     func : callable or FunctionNode
         ``func(*xs)`` takes one Variable per entry of ``x_data`` and returns a
         Variable or a tuple of Variables. A ``FunctionNode`` is applied to the inputs
-        (a fresh copy each time), so that its forward under vmap is what is checked.
+        (a fresh copy each time), so that its forward under vmap is what is checked
+        (its batching rule, for a class that defines ``vmap``).
     x_data : array or tuple of arrays
         One example's inputs, of any array API library and device.
     in_axes : sequence of int or None, optional

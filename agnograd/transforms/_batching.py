@@ -23,6 +23,7 @@ import contextvars
 import itertools
 import operator
 import os
+import re
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -165,12 +166,33 @@ class BatchedArray:
         setitem(self, key, value)
 
     def _needs_value(self, what: str) -> ConcretizationTypeError:
+        line = _caller_line()
+        if _WRITE.search(line):
+            # The library's own array answers `h[key] = value`: it takes the value as
+            # one number or array, and every example would write into its memory.
+            return ConcretizationTypeError(
+                "vmap: writing into an array that every example shares, with a batched "
+                f"value or index, at {line}: the array is the library's own (an argument, "
+                "or made by the library's namespace), so each example would write into the "
+                "same memory. "
+                "Write out of place (xp.where(mask, value, h), or build it with xp.concat), "
+                "or make the array with agnograd's namespace (agnograd.namespace(x).zeros"
+                "(...)) or as an agnograd.Variable: a batched write makes a Variable batched"
+            )
         return ConcretizationTypeError(
-            f"vmap: {what} needs the value of a batched array, at {_caller_line()}; under "
+            f"vmap: {what} needs the value of a batched array, at {line}; under "
             "vmap an array holds one value per example, not one: choose with xp.where "
             "instead of `if`, pass that argument unbatched (in_axes=None), or call the "
             "function without vmap"
         )
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        # PyTorch asks the value of `tensor[key] = value` (and of its functions) first
+        if getattr(func, "__name__", None) == "__setitem__":
+            batched = next(a for a in args if a.__class__ is cls)
+            raise batched._needs_value("a write into a tensor")
+        return NotImplemented
 
     def __bool__(self) -> bool:
         raise self._needs_value("bool()")
@@ -209,22 +231,35 @@ class BatchedArray:
         def __getattr__(self, name: str) -> Any: ...
 
 
+#: A line of code that writes through a subscript (`h[0] = v`, `h[i] += v`).
+_WRITE = re.compile(r"\]\s*([-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)")
+
+
 def _caller_line() -> str:
     """``file:line (`code`)`` of the innermost caller outside agnograd and the
-    standard library, for errors."""
+    standard library, for errors: outside installed packages too where there is one
+    (array-api-strict's ``__setitem__`` converting a value is not where the user wrote
+    it)."""
+    first = None  # the innermost such frame
     frame = sys._getframe(1)
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename)
+        installed = "-packages" + os.sep in filename
         if not filename.startswith(_PACKAGE) and not (
-            filename.startswith(_STDLIB) and "-packages" + os.sep not in filename
+            filename.startswith(_STDLIB) and not installed
         ):
-            import linecache
-
-            code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-            where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
-            return f"{where} (`{code}`)" if code else where
+            first = first or frame
+            if not installed:
+                break
         frame = frame.f_back  # type: ignore[assignment]
-    return "a line of agnograd"
+    frame = frame or first
+    if frame is None:
+        return "a line of agnograd"
+    import linecache
+
+    code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+    return f"{where} (`{code}`)" if code else where
 
 
 # -- the operators: the elementwise rule, with Python's operator as the function
@@ -278,7 +313,7 @@ def _matmul(reflected: bool) -> Any:
     def method(self: BatchedArray, other: Any) -> Any:
         if not _operand(other):
             return NotImplemented
-        from agnograd.transforms._batching_rules import matmul_rule
+        from agnograd.transforms._batching_written import matmul_rule
 
         return matmul_rule(*((other, self) if reflected else (self, other)))
 

@@ -22,7 +22,6 @@ A function with no rule, or arguments its rule does not take (a batched index of
 from __future__ import annotations
 
 import functools
-import operator
 import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -220,11 +219,41 @@ def wrap(out: Any, level: int) -> Any:
 def elementwise(fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     """The broadcasting rule: ``fn`` on the operands, batched ones aligned."""
     level, _ = _top(args, kwargs)
-    ranks = [a.ndim for a in (*args, *kwargs.values()) if hasattr(a, "shape")]
-    rank = max(ranks, default=0)
+    arrays = [a for a in (*args, *kwargs.values()) if hasattr(a, "shape")]
+    rank = max([a.ndim for a in arrays], default=0)
+    d = arrays[0].dtype if arrays else None
     new = [_aligned(a, level, rank) for a in args]
     out = fn(*new, **{k: _aligned(v, level, rank) for k, v in kwargs.items()})
+    if out.shape[0] and any(a.ndim == 0 for a in arrays) and any(a.dtype != d for a in arrays):
+        out = _promoted(fn, args, kwargs, level, rank, out)
     return BatchedArray(out, level)
+
+
+def _promoted(
+    fn: Callable[..., Any], args: Any, kwargs: Any, level: int, rank: int, out: Any
+) -> Any:
+    """``out`` in the dtype the examples' own call gives, where a 0-d operand of one
+    example took part in type promotion as the array it is in the batch: PyTorch
+    promotes a 0-d tensor beside others by its kind only (float32 beside a float64
+    0-d tensor stays float32; batched, the 0-d one has an axis and wins), so the 0-d
+    operands are cast to the first example's result dtype and ``fn`` runs again, as
+    PyTorch casts them before computing."""
+
+    def first(a: Any) -> Any:
+        return a.data[0, ...] if level_of(a) == level else a
+
+    one = fn(*[first(a) for a in args], **{k: first(v) for k, v in kwargs.items()})
+    if one.dtype == out.dtype:
+        return out
+    xp = raw_namespace(one)
+
+    def cast(a: Any) -> Any:
+        # (where's condition stays bool)
+        if hasattr(a, "shape") and not a.ndim and not xp.isdtype(a.dtype, "bool"):
+            a = raw_namespace(a).astype(a, one.dtype)
+        return _aligned(a, level, rank)
+
+    return fn(*[cast(a) for a in args], **{k: cast(v) for k, v in kwargs.items()})
 
 
 def _bind(name: str, spec: Axes, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -300,10 +329,23 @@ def _direct(name: str, args: Any, kwargs: dict[str, Any]) -> Any:
 _warned: set[str] = set()
 
 
-def fallback(name: str, args: Any, kwargs: Any) -> Any:
-    """``name`` once per example, the results stacked, with a warning once."""
+def fallback(name: str, args: Any, kwargs: Any, fn: Callable[..., Any] | None = None) -> Any:
+    """``name`` (the function ``fn``, by default the namespace's ``name``) once per
+    example, the results stacked, with a warning once."""
     level, top = _top(args, kwargs)
     assert top is not None
+    xp = _inner(top)
+    if fn is None:
+        fn = _resolve(xp, name)
+    results = []
+    for i in range(top.batch_size):
+
+        def one(a: Any, i: int = i) -> Any:
+            return a.data[i, ...] if level_of(a) == level else a
+
+        results.append(fn(*tree_map(one, list(args)), **tree_map(one, dict(kwargs))))
+    # Once the loop ran (a library that lacks the function raises before: its caller
+    # may compute it another way, with rules)
     if name not in _warned:
         _warned.add(name)
         warnings.warn(
@@ -313,15 +355,6 @@ def fallback(name: str, args: Any, kwargs: Any) -> Any:
             VmapFallbackWarning,
             stacklevel=3,
         )
-    xp = _inner(top)
-    fn = _resolve(xp, name)
-    results = []
-    for i in range(top.batch_size):
-
-        def one(a: Any, i: int = i) -> Any:
-            return a.data[i, ...] if level_of(a) == level else a
-
-        results.append(fn(*tree_map(one, list(args)), **tree_map(one, dict(kwargs))))
     leaves, structure = flatten(results[0])
     columns = [flatten(r)[0] for r in results]
     stacked = []
@@ -330,7 +363,8 @@ def fallback(name: str, args: Any, kwargs: Any) -> Any:
         if len(shapes) > 1:
             raise ValueError(
                 f"vmap: {name} gives results of different shapes across the batch "
-                f"({sorted(shapes)[:3]}); a batch needs one shape: compute without it"
+                f"({sorted(shapes)[:3]}): the size of its result depends on each example's "
+                "values, and a batch has one shape; call it outside vmap, once per example"
             )
         stacked.append(BatchedArray(xp.stack([c[j] for c in columns], axis=0), level))
     return unflatten(structure, stacked)
@@ -368,6 +402,73 @@ class BatchingNamespace:
 
     def _base(self) -> Any:
         return self._raw
+
+    def _scatter_add_flat(self, dst: Any, positions: Any, values: Any) -> Any:
+        """:func:`agnograd.backends._backend.scatter_add_flat` of each example: the
+        batch's rows laid end to end, each example's positions moved to its row."""
+        from agnograd.backends._backend import scatter_add_flat
+
+        level, top = _top((dst, positions, values), {})
+        assert top is not None
+        xp, size, n = _inner(top), top.batch_size, dst.shape[0]
+        rows = xp.reshape(xp.arange(size, dtype=positions.dtype, device=top.data.device), (-1, 1))
+        moved = _batched(positions, level, size, top) + rows * n
+        out = scatter_add_flat(
+            xp.reshape(_batched(dst, level, size, top), (-1,)),
+            xp.reshape(moved, (-1,)),
+            xp.reshape(_batched(values, level, size, top), (-1,)),
+        )
+        return BatchedArray(xp.reshape(out, (size, n)), level)
+
+    def _forward(self, node: Any, inputs: Any) -> Any:
+        """The outputs of ``node`` (of a class with a ``vmap`` rule) from ``inputs``,
+        by its rule; NotImplemented where the rule says so (``FunctionNode``'s
+        ``forward`` of such a class asks it of its namespace)."""
+        level, top = _top(inputs, {})
+        if top is None or node.vmap is None:  # a subclass may take the rule away
+            return NotImplemented
+        in_axes = tuple(0 if level_of(a) == level else None for a in inputs)
+        data = tuple(a.data if axis == 0 else a for a, axis in zip(inputs, in_axes, strict=True))
+        xp, node.xp = node.xp, _inner(top)
+        try:
+            result = node.vmap(in_axes, data)
+        finally:
+            node.xp = xp
+        if result is NotImplemented:
+            return NotImplemented
+        outputs, out_axes = result
+        outputs = tuple(outputs)
+        if out_axes is None or isinstance(out_axes, int):
+            out_axes = (out_axes,) * len(outputs)
+        if len(out_axes) != len(outputs):
+            raise ValueError(
+                f"{node.label}.vmap: it returned {len(outputs)} output(s) and "
+                f"{len(out_axes)} out_axes; give one axis (or None) per output"
+            )
+        return tuple(
+            y
+            if axis is None
+            else BatchedArray(_inner(top).moveaxis(y, axis, 0) if axis else y, level)
+            for y, axis in zip(outputs, out_axes, strict=True)
+        )
+
+    def _lift(self, x: Any, others: Any, *, copy: bool = False) -> Any:
+        """``x`` batched at the highest level among ``others`` (the index or the value
+        of an indexing node): a raw ``x`` repeated over the batch (a view, or with
+        ``copy`` an array of its own that a write may change), else ``x`` as it is.
+
+        Indexing nodes ask it of their namespace (see
+        :func:`agnograd.functions._core.lifted`), since ``x[key]`` and ``x[key] =
+        value`` are Python's operators on ``x``, which a batched key or value cannot
+        answer for it.
+        """
+        level, top = _top(others, {})
+        if top is None or level_of(x) >= level:
+            return x
+        data = _batched(x, level, top.batch_size, top)
+        if copy:
+            data = _inner(top).asarray(data, copy=True)
+        return BatchedArray(data, level)
 
     def __array_namespace_info__(self) -> Any:
         return self._raw.__array_namespace_info__()
@@ -434,143 +535,5 @@ def batching_namespace(x: BatchedArray) -> BatchingNamespace:
     return _namespace(raw_namespace(_unwrapped(x)))
 
 
-# -- the rules written out
-
-
-def _expand(x: Any, axis: int) -> Any:
-    """``x`` with a new axis ``axis`` (negative) in each example."""
-    if x.__class__ is BatchedArray:
-        return BatchedArray(_inner(x).expand_dims(x.data, axis=axis), x.level)
-    return raw_namespace(x).expand_dims(x, axis=axis)
-
-
-def _matrices(name: str, x1: Any, x2: Any, fn: Callable[..., Any], vector2: bool) -> Any:
-    """``fn(x1, x2)`` of stacks of matrices, batched: a vector operand made a matrix
-    (``x1`` a row, ``x2`` a column, where ``vector2``), the stacks aligned."""
-    level = max(level_of(x1), level_of(x2))
-    if x1.ndim == 0 or x2.ndim == 0:
-        raise ValueError(f"{name}: operands must have at least 1 dimension")
-    v1, v2 = x1.ndim == 1 and name == "matmul", x2.ndim == 1 and vector2
-    a = _expand(x1, -2) if v1 else x1
-    b = _expand(x2, -1) if v2 else x2
-    rank = max(a.ndim, b.ndim)
-    xp = _inner(a if level_of(a) == level else b)
-    compute = fn(xp)
-    if name == "matmul" and a.shape[-1] == 1:
-        # A product of a column and a row (the backward of a vector's product with a
-        # matrix): the same values, where stacks of matrices with an inner dimension
-        # of 1 make NumPy's matmul take a slow loop (6x the multiply).
-        compute = xp.multiply
-    out = BatchedArray(compute(_aligned(a, level, rank), _aligned(b, level, rank)), level)
-    # The axes the vectors became, both at once (one by one, -2 would move)
-    squeezed = ((-2,) if v1 else ()) + ((-1,) if v2 else ())
-    return BatchedArray(_inner(out).squeeze(out.data, axis=squeezed), level) if squeezed else out
-
-
-def matmul_rule(x1: Any, x2: Any) -> Any:
-    """``x1 @ x2`` batched (also the operator's)."""
-    return _matrices("matmul", x1, x2, lambda xp: xp.matmul, True)
-
-
-RULES["matmul"] = RULES["linalg.matmul"] = matmul_rule
-
-
-@batching_rule("linalg.solve")
-def _solve(x1: Any, x2: Any, /) -> Any:
-    return _matrices("linalg.solve", x1, x2, lambda xp: xp.linalg.solve, x2.ndim == 1)
-
-
-def _vecdot(name: str) -> Callable[..., Any]:
-    def rule(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
-        rank = max(x1.ndim, x2.ndim)
-        if axis >= 0:
-            axis -= rank  # counted from the end, it names the same axis once batched
-        fn = _resolve(_inner(x1 if level_of(x1) >= level_of(x2) else x2), name)
-        return elementwise(lambda a, b: fn(a, b, axis=axis), (x1, x2), {})
-
-    return rule
-
-
-for _name in ("vecdot", "linalg.vecdot", "linalg.cross"):
-    RULES[_name] = _vecdot(_name)
-
-
-@batching_rule("linalg.outer")
-def _outer(x1: Any, x2: Any, /) -> Any:
-    return elementwise(operator.mul, (_expand(x1, -1), _expand(x2, -2)), {})
-
-
-def _tensordot(x1: Any, x2: Any, /, *, axes: Any = 2) -> Any:
-    l1, l2 = level_of(x1), level_of(x2)
-    if l1 == l2:
-        return NotImplemented  # both batched: the loop
-    if isinstance(axes, int):
-        a1, a2 = list(range(x1.ndim - axes, x1.ndim)), list(range(axes))
-    else:
-        a1, a2 = [a % x1.ndim for a in axes[0]], [a % x2.ndim for a in axes[1]]
-    if l1 > l2:
-        xp = _inner(x1)
-        return BatchedArray(xp.tensordot(x1.data, x2, axes=([a + 1 for a in a1], a2)), l1)
-    xp = _inner(x2)
-    out = xp.tensordot(x1, x2.data, axes=(a1, [a + 1 for a in a2]))
-    return BatchedArray(xp.moveaxis(out, x1.ndim - len(a1), 0), l2)
-
-
-RULES["tensordot"] = RULES["linalg.tensordot"] = _tensordot
-
-
-@batching_rule("reshape")
-def _reshape(x: Any, /, shape: Any, **kwargs: Any) -> Any:
-    if x.__class__ is not BatchedArray:
-        return NotImplemented
-    return BatchedArray(_inner(x).reshape(x.data, (x.batch_size, *shape), **kwargs), x.level)
-
-
-@batching_rule("broadcast_to")
-def _broadcast_to(x: Any, /, shape: Any) -> Any:
-    if x.__class__ is not BatchedArray:
-        return NotImplemented
-    data = _aligned(x, x.level, len(shape))
-    return BatchedArray(_inner(x).broadcast_to(data, (x.batch_size, *shape)), x.level)
-
-
-@batching_rule("broadcast_arrays")
-def _broadcast_arrays(*arrays: Any) -> Any:
-    _level, top = _top(arrays, {})
-    assert top is not None
-    shape = _inner(top).broadcast_shapes(*[tuple(a.shape) for a in arrays])
-    ns = batching_namespace(top)
-    return [ns.broadcast_to(a, shape) for a in arrays]
-
-
-@batching_rule("tile")
-def _tile(x: Any, repetitions: Any, /) -> Any:
-    if x.__class__ is not BatchedArray:
-        return NotImplemented
-    rank = max(x.ndim, len(repetitions))
-    reps = (1,) * (1 + rank - len(repetitions)) + tuple(repetitions)
-    return BatchedArray(_inner(x).tile(_aligned(x, x.level, rank), reps), x.level)
-
-
-@batching_rule("take")
-def _take(x: Any, indices: Any, /, *, axis: int | None = None) -> Any:
-    if level_of(x) <= level_of(indices):
-        return NotImplemented  # a batched index: the loop
-    axis = 0 if axis is None else axis
-    return BatchedArray(_inner(x).take(x.data, indices, axis=_axis("take", axis, x.ndim)), x.level)
-
-
-@batching_rule("take_along_axis")
-def _take_along_axis(x: Any, indices: Any, /, *, axis: int = -1) -> Any:
-    level, top = _top((x, indices), {})
-    assert top is not None
-    a, i = (_batched(v, level, top.batch_size, top) for v in (x, indices))
-    out = _inner(top).take_along_axis(a, i, axis=_axis("take_along_axis", axis, x.ndim))
-    return BatchedArray(out, level)
-
-
-@batching_rule("asarray")
-def _asarray(obj: Any, /, **kwargs: Any) -> Any:
-    if obj.__class__ is not BatchedArray:
-        return NotImplemented
-    return BatchedArray(_inner(obj).asarray(obj.data, **kwargs), obj.level)
+# The rules written out register themselves in RULES (matmul, tensordot, take, ...).
+from agnograd.transforms import _batching_written  # noqa: E402, F401

@@ -17,6 +17,7 @@ from typing import Any
 
 from agnograd.backends._backend import is_array, raw_namespace
 from agnograd.core._config import FORWARD_MODE, HOOKS, MODE
+from agnograd.core._engine_loop import GradientNeedsDataError
 from agnograd.core._function import FunctionNode
 from agnograd.core._trees import StructureError, broadcast_prefix, flatten, leaf_paths, unflatten
 from agnograd.core._variable import Variable
@@ -28,6 +29,11 @@ from agnograd.transforms._batching import (
     is_active,
     level_of,
 )
+
+
+class VmapNeedsDataError(GradientNeedsDataError):
+    """``vmap`` met arguments without data: a trace of ``agnograd.jit``, which then
+    runs the function eagerly, or a define-then-run graph."""
 
 
 def _enter(x: Any, axis: int, level: int) -> BatchedArray:
@@ -281,6 +287,12 @@ def vmap(
     @functools.wraps(func)
     def batched(*args: Any, **kwargs: Any) -> Any:
         leaves, structure = flatten(args)
+        if any(isinstance(x, Variable) and x._data is None for x in leaves):
+            raise VmapNeedsDataError(
+                "vmap batches arrays that hold data, and its arguments hold none yet (a "
+                "jit trace, or a define-then-run graph) (agnograd.jit then runs the "
+                "function eagerly; in define-then-run, call vmap with auto_forward(True))"
+            )
         axes = _axes("vmap", in_axes, args, "in_axes", "args")
         paths = leaf_paths(structure, "args")
         size, norm = _batch_size(leaves, axes, paths)
@@ -387,8 +399,9 @@ def _batched_leaf(x: Any, axis: int, level: int, size: int) -> Any:
 def _result(y: Any, axis: int | None, level: int, size: int) -> Any:
     if isinstance(y, Variable):
         # Through a node where a backward or a running jvp (whose tangents a Variable
-        # carries without requiring a gradient) needs the result connected.
-        if y.requires_grad or MODE.get()[HOOKS].get(FORWARD_MODE) is not None:
+        # carries without requiring a gradient) needs the result connected, or where
+        # the data is to come (define-then-run)
+        if y.requires_grad or y._data is None or MODE.get()[HOOKS].get(FORWARD_MODE) is not None:
             return _Leave(axis, level, size).apply((y,))[0]  # type: ignore[arg-type]
         y = y.array
     return _leave(y, axis, level, size)
