@@ -21,7 +21,7 @@ from agnograd.core import _debug, _extension
 from agnograd.core._config import HOOKS, MODE
 from agnograd.core._function import FunctionNode
 from agnograd.core._function import symbolic as function_symbolic
-from agnograd.core._function_checks import combined_namespace, combines, describe_arrays
+from agnograd.core._function_checks import combined_with, combines, describe_arrays
 from agnograd.core._function_checks import sum_to as _sum_to
 from agnograd.core._variable import Variable, clear_node_data
 from agnograd.core._variable_node import VariableNode
@@ -79,7 +79,14 @@ def _run(
     relevant = _relevant([n for n, _ in seeds], targets) if targets is not None else None
     collected: dict[VariableNode, Any] = {}  # what reached a target (grad())
     # Variables for backward, hooks, or seeds that a node's namespace must combine with.
-    special = double or bool(MODE.get()[HOOKS]) or _foreign(seeds)
+    special = (
+        double
+        or bool(MODE.get()[HOOKS])
+        or any(
+            n.creator_node is not None and combined_with(n.creator_node.xp, (gy,)) is not None
+            for n, gy in seeds
+        )
+    )
     restoring = bool(dropped)  # forward dropped saved arrays to recompute them
     keep = {node for node, _ in seeds} if clear_buffer else set()
     # The class of the last gradient found right, and the namespace it was found for.
@@ -376,20 +383,6 @@ def node_backward(
     return func.backward(indexes, gys)  # its own hooks, added and deleted since
 
 
-def _foreign(seeds: Sequence[tuple[VariableNode, Any]]) -> bool:
-    """Whether a seed is an array of another namespace than the one its output's
-    creator computed with, which combines with it: vmap's batched seeds into a graph
-    of unbatched arrays (a Jacobian's rows in one backward pass)."""
-    for node, gy in seeds:
-        func = node.creator_node
-        raw = gy._data if isinstance(gy, Variable) else gy
-        if func is None or raw is None or func.xp is None:
-            continue
-        if _namespaces.get(raw.__class__) is not func.xp and raw_namespace(raw) is not func.xp:
-            return True
-    return False
-
-
 def _call_backward(
     func: FunctionNode,
     in_nodes: tuple[VariableNode, ...],
@@ -416,7 +409,7 @@ def _call_backward(
     # rows of a Jacobian, into a node of unbatched arrays): its rules, which compute
     # with self.xp, run with the two combined for this call.
     xp = func.xp
-    combined = _combined(xp, gys)
+    combined = combined_with(xp, gys)
     if combined is not None:
         func.xp = combined
     try:
@@ -435,20 +428,6 @@ def _call_backward(
     for hook in hooks:
         hook.backward_postprocess(func, in_nodes, gys)
     return gxs
-
-
-def _combined(xp: Any, gys: Sequence[Any]) -> Any:
-    """The namespace of ``xp`` combined with that of the first gradient in ``gys``
-    where the two differ and combine; None where they do not differ."""
-    for g in gys:
-        raw = g._data if isinstance(g, Variable) else g
-        if raw is None:
-            continue
-        if xp is None or _namespaces.get(raw.__class__) is xp:
-            return None
-        other = raw_namespace(raw)
-        return combined_namespace(None, xp, other)[0] if combines(xp, other) else None
-    return None
 
 
 def _call_outside(

@@ -207,3 +207,19 @@ def batched_by_rule(forward: Any) -> Any:
 
     batched._batched_by_vmap = True  # type: ignore[attr-defined]
     return batched
+
+
+def combined_with(xp: Any, arrays: Sequence[Any]) -> Any:
+    """The namespace ``xp`` combined with that of the first array (or Variable's
+    data) in ``arrays``, where the two differ and combine (vmap's batched gradients
+    into a node of unbatched arrays: a Jacobian's rows in one backward pass); None
+    where they do not differ, do not combine, or ``xp`` is None."""
+    for a in arrays:
+        raw = a._data if isinstance(a, Variable) else a
+        if raw is None:
+            continue
+        if xp is None or _backend._namespaces.get(raw.__class__) is xp:
+            return None
+        other = _backend.raw_namespace(raw)
+        return combined_namespace(None, xp, other)[0] if combines(xp, other) else None
+    return None

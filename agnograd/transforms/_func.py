@@ -25,18 +25,20 @@ from agnograd.transforms._arguments import (
 from agnograd.transforms._constants import PASS_AS_ARGUMENT, WRAP, call, restore
 from agnograd.transforms._forward import _constant, _jvp
 from agnograd.transforms._functional import value_and_grad_of
-from agnograd.transforms._symbolic import recording
-from agnograd.transforms._transforms import (
+from agnograd.transforms._jacobian_blocks import (
     _along_basis,
     _block,
+    _is_complex,
+    _jacobian_by_rows,
+    _zeros_beside,
+)
+from agnograd.transforms._symbolic import recording
+from agnograd.transforms._transforms import (
     _fill_in_zeros,
     _finish,
     _grads,
-    _is_complex,
-    _jacobian_by_rows,
     _size,
     _validate_v,
-    _zeros_beside,
     _zeros_like,
 )
 from agnograd.transforms._trees import _tree_arrays, _tree_leaves, _tree_unflatten

@@ -15,25 +15,27 @@ from agnograd.transforms import _forward
 from agnograd.transforms._arguments import argnums_tuple, differentiate, own, split_aux
 from agnograd.transforms._constants import PASS_AS_ARGUMENT, WRAP, call, restore
 from agnograd.transforms._forward import _constant
+from agnograd.transforms._jacobian_blocks import (
+    _derivative,
+    _is_complex,
+    _transposed_product,
+)
 from agnograd.transforms._symbolic import building, recording, recording_for
 from agnograd.transforms._transforms import (
     Arrays,
     _as_tuple,
     _default_v,
-    _derivative,
     _differentiable,
     _fill_in_zeros,
     _finish,
     _grads,
     _hessian_v,
-    _is_complex,
     _ones_like,
     _outputs,
     _prepare,
     _seed_variable,
     _single_output,
     _transpose,
-    _transposed_product,
     _unpack,
     _validate_v,
     _zeros_like,

@@ -14,24 +14,26 @@ from agnograd.core._variable import Variable
 from agnograd.functions._namespace import namespace_of
 from agnograd.transforms import _forward
 from agnograd.transforms._constants import WRAP, call
-from agnograd.transforms._symbolic import building
-from agnograd.transforms._transforms import (
-    _STRATEGIES,
-    Arrays,
+from agnograd.transforms._jacobian_blocks import (
     _along_basis,
-    _as_tuple,
     _block,
     _complex_dtype,
     _from_parts,
     _is_complex,
     _jacobian_by_columns,
     _jacobian_by_rows,
+    _zeros_beside,
+)
+from agnograd.transforms._symbolic import building
+from agnograd.transforms._transforms import (
+    _STRATEGIES,
+    Arrays,
+    _as_tuple,
     _outputs,
     _prepare,
     _single_output,
     _size,
     _unpack,
-    _zeros_beside,
 )
 
 
