@@ -15,7 +15,7 @@ Targets: the forward per operation at 100,000 operations at most 1.5x that at
 1,000, and the forward + backward per operation at 1,000,000 at most 1.5x.
 
 Run ``python benchmarks/bench_graph_size.py [--rounds N] [--sizes 1000,100000]
-[--quick]``; the default takes about a minute and 2 GB.
+[--quick]``; the default takes a few minutes and 0.7 GB.
 """
 
 import os
