@@ -36,6 +36,7 @@ BENCHMARKS = {
     "memory": ("bench_memory.py", False),
     "views": ("bench_views.py", True),
     "long_chain": ("bench_long_chain.py", False),
+    "graph_size": ("bench_graph_size.py", True),
     "checkpoint": ("bench_checkpoint.py", True),
     "bridge": ("bench_bridge.py", True),
     "bridge_jax": ("bench_bridge_jax.py", True),

@@ -39,7 +39,7 @@ def _run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "timing": [
             *("run_all.py", "--quick", "--rounds", "1", "--same-process"),
             "--only",
-            "overhead,namespace,mlp,long_chain,checkpoint,compiled,compiled_memory,compiled_jax,"
+            "overhead,namespace,mlp,long_chain,graph_size,checkpoint,compiled,compiled_memory,compiled_jax,"
             "compile_cost,jit,forward,vmap",
             *("--out", str(records)),
             *("--plot", str(records.with_suffix(".png"))),
@@ -125,6 +125,15 @@ def test_long_chain_runs(outputs: dict[str, Any]) -> None:
     assert rec["ops"] == 1000
     assert rec["forward_s"] > 0
     assert rec["backward_s"] > 0
+
+
+def test_graph_size_benchmark_runs(outputs: dict[str, Any]) -> None:
+    rec = outputs["graph_size"]
+    assert rec["benchmark"] == "graph_size"
+    assert rec["quick"] is True
+    assert set(rec["us_per_op_median"]) == {"1000", "2000"}
+    assert all(f["forward"] > 0 and f["backward"] > 0 for f in rec["us_per_op_median"].values())
+    assert rec["tracked_per_op"] > 0
 
 
 def test_checkpoint_benchmark_runs(outputs: dict[str, Any]) -> None:
