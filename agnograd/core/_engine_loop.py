@@ -33,20 +33,41 @@ class GradientNeedsDataError(RuntimeError):
     before the graph has run (``agnograd.jit`` then runs the function eagerly)."""
 
 
-def _relevant(seeds: Iterable[VariableNode], targets: set[VariableNode]) -> set[FunctionNode]:
-    """Function nodes that lie on a path from a seed down to a target."""
+def _relevant(
+    seeds: Iterable[VariableNode], targets: set[VariableNode], exact: bool = False
+) -> set[FunctionNode] | None:
+    """Function nodes that lie on a path from a seed down to a target. Unless
+    ``exact``, None where that is every node the seeds reach and every input that
+    requires a gradient is a target or has a creator: nothing to prune, and the loop
+    then asks each node what backward's asks (the same gradients, fewer questions)."""
     funcs: list[FunctionNode] = []
     seen: set[FunctionNode] = set()
     stack = [n.creator_node for n in seeds if n.creator_node is not None]
+    # Whether every node has an input that is a target or has a creator, and no
+    # input outside the targets is a leaf that requires a gradient: then every node
+    # is on a path to a target (by rank: a creator's is lower), and the loop asks
+    # requires_grad alone, as backward's does.
+    pruning = False
     while stack:
         f = stack.pop()
         if f in seen:
             continue
         seen.add(f)
         funcs.append(f)
+        reaches = False
         for x in f.inputs or ():
-            if x.creator_node is not None:
-                stack.append(x.creator_node)
+            creator = x.creator_node
+            if creator is not None:
+                stack.append(creator)
+                reaches = True
+            elif x in targets:
+                reaches = True
+            elif x.requires_grad:
+                pruning = True
+        if not reaches:
+            pruning = True
+    if not (pruning or exact):
+        return None
     relevant: set[FunctionNode] = set()
     for f in sorted(funcs, key=lambda f: f.rank):
         if any(x in targets or x.creator_node in relevant for x in f.inputs or ()):
@@ -86,7 +107,11 @@ def _run(
     checked_xp: Any = None
     for node, gy in (*seeds, *target_seeds):
         _add(grads, heap, order, relevant, node, gy)
-    plain = targets is None and not retain_grad  # an output's gradient is just taken
+    # An output's gradient is just taken: no target is among the outputs (none, or
+    # leaves alone, whose gradients stay in grads to the end).
+    plain = not retain_grad and (
+        targets is None or (relevant is None and all(t.creator_node is None for t in targets))
+    )
     queued = next(order)  # how many nodes were queued: their order within a rank
     pop = heapq.heappop
     push = heapq.heappush
