@@ -17,7 +17,16 @@ NumPy measured in the same rounds.
 - mlp: ``bench_mlp``'s step, 784-1024-1024-10, batch 256, float32. Target: compiled
   at most 1.02x hand-written NumPy.
 
-Run ``python benchmarks/bench_compiled.py [--rounds N] [--quick] [--profile]``.
+Time ratios move with the load of a shared machine; instructions do not. To count
+them, run one of the chain's contestants alone under callgrind with ``--run NAME
+--steps N`` for two values of N, and divide the difference by the difference of N
+times the ops::
+
+    valgrind --tool=callgrind python benchmarks/bench_compiled.py --run static --steps 2
+    valgrind --tool=callgrind python benchmarks/bench_compiled.py --run static --steps 12
+
+Run ``python benchmarks/bench_compiled.py [--rounds N] [--quick] [--profile]
+[--run NAME --steps N]``.
 """
 
 import os
@@ -162,6 +171,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = _harness.parser(__doc__.splitlines()[0], rounds=31, batch_seconds=0.02)
     p.add_argument("--profile", action="store_true", help="also cProfile the compiled runs")
     p.add_argument("--no-mlp", action="store_true", help="time the chain only")
+    p.add_argument(
+        "--run", metavar="NAME", help="run the chain's contestant NAME --steps times, untimed"
+    )
+    p.add_argument("--steps", type=int, default=10, help="how many times --run runs it")
     args = p.parse_args(argv)
     batch = 0.001 if args.quick else args.batch_seconds
     blocks = 1 if args.quick else bench_overhead.OPS // bench_overhead.BLOCK
@@ -169,6 +182,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     chain = chain_steps(blocks)
     check(chain, 1e-12, list)
+    if args.run is not None:  # for an instruction count (see the docstring)
+        step = chain[args.run]
+        for _ in range(3 + args.steps):  # three to warm up: N and N + k differ by k steps
+            step()
+        return {}
     print(
         f"Chain of {blocks * bench_overhead.BLOCK} ops on ({bench_overhead.SIZE},) float64, "
         f"forward + backward, {args.rounds} interleaved rounds"

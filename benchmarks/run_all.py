@@ -47,6 +47,7 @@ BENCHMARKS = {
     "jit": ("bench_jit.py", True),
     "forward": ("bench_forward.py", True),
     "vmap": ("bench_vmap.py", True),
+    "transforms": ("bench_transforms.py", True),
 }
 
 

@@ -39,8 +39,8 @@ def _run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "timing": [
             *("run_all.py", "--quick", "--rounds", "1", "--same-process"),
             "--only",
-            "overhead,namespace,mlp,long_chain,graph_size,checkpoint,compiled,compiled_memory,compiled_jax,"
-            "compile_cost,jit,forward,vmap",
+            "overhead,namespace,mlp,long_chain,graph_size,checkpoint,compiled,compiled_memory,"
+            "compiled_jax,compile_cost,jit,forward,vmap,transforms",
             *("--out", str(records)),
             *("--plot", str(records.with_suffix(".png"))),
         ],
@@ -233,4 +233,14 @@ def test_vmap_benchmark_runs(outputs: dict[str, Any]) -> None:
     assert rec["benchmark"] == "vmap"
     names = {r["ratio"] for r in rec["ratios"]}
     assert "agnograd numpy B=8 / hand numpy B=8" in names
+    assert all(r["median"] > 0 for r in rec["ratios"])
+
+
+def test_transforms_benchmark_runs(outputs: dict[str, Any]) -> None:
+    rec = outputs["transforms"]
+    assert rec["benchmark"] == "transforms"
+    assert rec["ops"] == 8  # one block of the chain, in quick mode
+    names = {r["ratio"] for r in rec["ratios"]}
+    assert "func.value_and_grad / backward" in names
+    assert "functional.vjp / backward" in names
     assert all(r["median"] > 0 for r in rec["ratios"])

@@ -464,6 +464,46 @@ def test_grad_stops_at_the_inputs(backend):
     assert log == []
 
 
+def test_grad_of_leaves_with_nothing_to_prune_runs_backwards_loop(backend, monkeypatch):
+    # Every node lies on a path to the leaves asked for: grad asks each node what
+    # backward asks (no per-node question about the targets) and gets its answer.
+    from agnograd.core import _engine_loop
+
+    asked: list[str] = []
+    for name in ("_indexes", "_output_grads"):
+        real = getattr(_engine_loop, name)
+
+        def counting(*args, _real=real, _name=name):
+            asked.append(_name)
+            return _real(*args)
+
+        monkeypatch.setattr(_engine_loop, name, counting)
+    w = Variable(backend.asarray([0.5, 2.0]), requires_grad=False)
+    x = Variable(backend.asarray([1.0, -3.0]))
+    v = Variable(backend.asarray([2.0, 1.0]))
+
+    def loss():
+        h = x
+        for _ in range(5):
+            h = F.sin(h * w + x) * v
+        return F.sum(h)
+
+    gx, gv = agnograd.grad([loss()], [x, v])
+    assert asked == []
+    loss().backward()
+    backend.assert_close(gx, x.grad)
+    backend.assert_close(gv, v.grad)
+
+
+def test_grad_inputs_of_an_intermediate_no_seed_reaches_flow_no_further(backend):
+    x = Variable(backend.asarray([1.0]))
+    x2 = Variable(backend.asarray([2.0]))
+    z = x2 * 2.0
+    gz, gx2 = agnograd.grad([x * 2.0], [z, x2], grad_inputs=[backend.asarray([7.0]), None])
+    backend.assert_close(gz, [7.0])
+    assert gx2 is None
+
+
 # -- agnograd.backward -------------------------------------------------------------------
 
 

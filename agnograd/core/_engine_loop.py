@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from agnograd.backends._backend import _namespaces, backend_name, is_array, raw_namespace
@@ -23,6 +23,7 @@ from agnograd.core._function import FunctionNode
 from agnograd.core._function import symbolic as function_symbolic
 from agnograd.core._function_checks import combined_with, combines, describe_arrays
 from agnograd.core._function_checks import sum_to as _sum_to
+from agnograd.core._graph import relevant_functions
 from agnograd.core._variable import Variable, clear_node_data
 from agnograd.core._variable_node import VariableNode
 
@@ -31,27 +32,6 @@ class GradientNeedsDataError(RuntimeError):
     """``agnograd.grad`` of a graph that has not run met a rule that reads the
     arrays of the forward pass (a decomposition's): its gradient cannot be built
     before the graph has run (``agnograd.jit`` then runs the function eagerly)."""
-
-
-def _relevant(seeds: Iterable[VariableNode], targets: set[VariableNode]) -> set[FunctionNode]:
-    """Function nodes that lie on a path from a seed down to a target."""
-    funcs: list[FunctionNode] = []
-    seen: set[FunctionNode] = set()
-    stack = [n.creator_node for n in seeds if n.creator_node is not None]
-    while stack:
-        f = stack.pop()
-        if f in seen:
-            continue
-        seen.add(f)
-        funcs.append(f)
-        for x in f.inputs or ():
-            if x.creator_node is not None:
-                stack.append(x.creator_node)
-    relevant: set[FunctionNode] = set()
-    for f in sorted(funcs, key=lambda f: f.rank):
-        if any(x in targets or x.creator_node in relevant for x in f.inputs or ()):
-            relevant.add(f)
-    return relevant
 
 
 def _run(
@@ -76,7 +56,7 @@ def _run(
     grads: dict[VariableNode, Any] = {}
     heap: list[tuple[int, int, FunctionNode]] = []  # (-rank, order queued, node)
     order = itertools.count()
-    relevant = _relevant([n for n, _ in seeds], targets) if targets is not None else None
+    relevant = relevant_functions([n for n, _ in seeds], targets) if targets is not None else None
     collected: dict[VariableNode, Any] = {}  # what reached a target (grad())
     # Variables for backward, hooks, or seeds that a node's namespace must combine with.
     special = (
@@ -94,7 +74,11 @@ def _run(
     checked_xp: Any = None
     for node, gy in (*seeds, *target_seeds):
         _add(grads, heap, order, relevant, node, gy)
-    plain = targets is None and not retain_grad  # an output's gradient is just taken
+    # An output's gradient is just taken: no target is among the outputs (none, or
+    # leaves alone, whose gradients stay in grads to the end).
+    plain = not retain_grad and (
+        targets is None or (relevant is None and all(t.creator_node is None for t in targets))
+    )
     queued = next(order)  # how many nodes were queued: their order within a rank
     pop = heapq.heappop
     push = heapq.heappush

@@ -1,4 +1,5 @@
-"""Walking the graph of function nodes, and counting the edits of existing graphs."""
+"""Walking the graph of function nodes (all of them, or those between seeds and
+targets), and counting the edits of existing graphs."""
 
 from __future__ import annotations
 
@@ -50,3 +51,45 @@ def functions_of(outputs: Iterable[VariableNode]) -> list[FunctionNode]:
             else:
                 order.append(func)
     return order
+
+
+def relevant_functions(
+    seeds: Iterable[VariableNode], targets: set[VariableNode]
+) -> set[FunctionNode] | None:
+    """Function nodes that lie on a path from a seed down to a target; None where
+    that is every node the seeds reach and every input that requires a gradient is
+    a target or has a creator: nothing to prune, and the backward loop then asks each
+    node what backward's asks (the same gradients, fewer questions)."""
+    funcs: list[FunctionNode] = []
+    seen: set[FunctionNode] = set()
+    stack = [n.creator_node for n in seeds if n.creator_node is not None]
+    # Whether every node has an input that is a target or has a creator, and no
+    # input outside the targets is a leaf that requires a gradient: then every node
+    # is on a path to a target (by rank: a creator's is lower), and the loop asks
+    # requires_grad alone, as backward's does.
+    pruning = False
+    while stack:
+        f = stack.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        funcs.append(f)
+        reaches = False
+        for x in f.inputs or ():
+            creator = x.creator_node
+            if creator is not None:
+                stack.append(creator)
+                reaches = True
+            elif x in targets:
+                reaches = True
+            elif x.requires_grad:
+                pruning = True
+        if not reaches:
+            pruning = True
+    if not pruning:
+        return None
+    relevant: set[FunctionNode] = set()
+    for f in sorted(funcs, key=lambda f: f.rank):
+        if any(x in targets or x.creator_node in relevant for x in f.inputs or ()):
+            relevant.add(f)
+    return relevant
