@@ -29,6 +29,13 @@ where the clock moved since: a write after the node linked is one whose clock
 value is later than the node's. So a training loop that updates its parameters in
 place (``p.array -= lr * p.grad``) between backward and the next forward pays no
 lookup per node.
+
+A write that the graph follows (``x[key] = value`` while backprop is enabled) also
+makes the other Variables of the memory computed before it stale: their graphs no
+longer describe their values, so using one in a graph raises (:func:`check_inputs`).
+That too costs only what it concerns: while such memory is alive, each node computed
+records the clock of those writes (:data:`graph_clock`), and an operation looks up
+the memory of an input only where the input was computed before the last of them.
 """
 
 from __future__ import annotations
