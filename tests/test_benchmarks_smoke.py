@@ -152,6 +152,9 @@ def test_compiled_benchmark_runs(outputs: dict[str, Any]) -> None:
         times = rec[name]["us_median"]
         assert set(times) == {"hand-numpy", "eager", "static walk", "static", "compiled"}
         assert all(t > 0 for t in times.values())
+    paired = rec["written elsewhere"]["us_median"]
+    steps = ("eager", "static", "compiled")
+    assert set(paired) == {*steps, *(k + ", written elsewhere" for k in steps)}
 
 
 def test_compiled_memory_benchmark_runs(outputs: dict[str, Any]) -> None:

@@ -362,6 +362,30 @@ def test_not_lowered() -> None:
     assert lower(compile_graph(y)) is None  # two devices
 
 
+def test_a_write_into_memory_of_another_library_leaves_run_one_program(
+    x64: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # JAX arrays are never written in place: a NumPy intermediate written in place and
+    # alive elsewhere changes nothing the plan reads, and its run() stays one program.
+    x = Variable(jnp.full((2, 3), 0.3), requires_grad=True)
+    with agnograd.auto_forward(False):
+        y = F.sum(F.tanh(x) * 2.0)
+    plan = compile_graph(y)
+    written = Variable(np.ones(3)) * 1.0
+    written[0:2] = 5.0
+    separately: list[str] = []
+    forward = Lowered.forward
+    monkeypatch.setattr(
+        Lowered, "forward", lambda self: separately.append("forward") or forward(self)
+    )
+    want_y, want_g = walk(y, [x])
+    x.cleargrad()
+    plan.run()
+    assert separately == []
+    check_close(y.d, want_y)
+    check_close(x.g, want_g[0])
+
+
 def test_the_plan_runs_its_lowering(x64: None) -> None:
     x = Variable(jnp.full((2, 3), 0.3), requires_grad=True)
     b = Variable(jnp.ones(3), requires_grad=True)

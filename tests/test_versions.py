@@ -17,7 +17,7 @@ import pytest
 import agnograd
 import agnograd.functions as F
 from agnograd import Variable
-from agnograd.core import _versions
+from agnograd.core import _fast, _versions
 from agnograd.static._compiled import compile as compile_graph
 from agnograd.testing import check_backward, check_double_backward
 
@@ -413,9 +413,15 @@ def _a_view_written_after_a_write_into_its_base(x):
     ],
     ids=lambda f: f.__name__.strip("_").replace("_", "-"),
 )
-def test_a_variable_changed_through_another_view_of_its_memory_is_refused(backend, program):
+@pytest.mark.parametrize("elsewhere", [False, True], ids=["alone", "written-elsewhere"])
+def test_a_variable_changed_through_another_view_of_its_memory_is_refused(
+    backend, program, elsewhere
+):
     # Its graph was built before the write and no longer describes its values: its
     # next use in a graph raises (torch instead rebuilds a view's graph at each use).
+    # Also where another written intermediate is alive, which makes the nodes record
+    # when they were computed: the view is still older than the write into its base.
+    written = _written_elsewhere(backend) if elsewhere else None  # noqa: F841 - alive
     x = backend.variable([1.0, 2.0, 3.0])
     if backend.name == "jax":  # immutable: nothing is shared, everything is right
         y, want = program(x)
@@ -424,6 +430,76 @@ def test_a_variable_changed_through_another_view_of_its_memory_is_refused(backen
         return
     with pytest.raises(RuntimeError, match="was changed by a write into another Variable"):
         program(x)
+
+
+# -- a write costs the graphs that read the written memory, not every graph ---------
+# While memory that a graph wrote into is alive, every node computed in the graph
+# records the clock of those writes (its version): an input computed after the last
+# write needs no look-up of its memory, and agnograd's own functions keep their fast
+# path; only Variables computed before a write are looked up, and refused where the
+# write reached their memory.
+
+
+def _written_elsewhere(backend):
+    """An intermediate written in place, a write the graph follows (on JAX, a new
+    array): keep it alive."""
+    h = backend.variable([1.0, 2.0, 3.0]) * 1.0
+    h[0:2] = 5.0
+    return h
+
+
+def test_a_write_alive_elsewhere_costs_other_graphs_no_look_up(backend, monkeypatch):
+    written = _written_elsewhere(backend)  # noqa: F841 - alive while the graph is made
+    assert _versions.graph_writes or backend.name == "jax"  # (JAX: a new array)
+    x = backend.variable([0.5, 1.0], dtype="float64")
+    w = backend.variable([2.0, 3.0], dtype="float64")
+    applied, looked_up = [], []
+    apply = agnograd.FunctionNode.apply
+    memory_of = _versions.memory_of
+    monkeypatch.setattr(
+        agnograd.FunctionNode, "apply", lambda f, inputs: applied.append(f) or apply(f, inputs)
+    )
+    monkeypatch.setattr(_versions, "memory_of", lambda a: looked_up.append(a) or memory_of(a))
+    y = F.sin(F.tanh(x) * w + x) * 0.5
+    y.grad = backend.asarray([1.0, 1.0], "float64")
+    y.backward()
+    assert looked_up == []
+    if _fast.enabled:  # (the core's tests run again with the fast paths off)
+        assert applied == []
+    xs, ws = np.array([0.5, 1.0]), np.array([2.0, 3.0])
+    outer = 0.5 * np.cos(np.tanh(xs) * ws + xs)
+    backend.assert_close(x.grad, outer * (ws * (1 - np.tanh(xs) ** 2) + 1))
+    backend.assert_close(w.grad, outer * np.tanh(xs))
+
+
+def test_a_variable_computed_after_a_write_stays_usable_after_writes_elsewhere(backend):
+    # Its version reads the write into its memory, which came before it: later writes
+    # into other memory leave it as it is.
+    x = backend.variable([1.0, 2.0, 3.0])
+    h = x * 1.0
+    h[0] = 10.0
+    a = h[1:3]  # a view of h's memory, computed after the write
+    others = [_written_elsewhere(backend) for _ in range(2)]  # noqa: F841 - alive
+    y = F.sum(a * a) + F.sum(h)
+    y.backward()
+    backend.assert_close(y, 2.0**2 + 3.0**2 + 15.0)
+    backend.assert_close(x.grad, [0.0, 5.0, 7.0])
+
+
+def test_only_variables_older_than_a_write_are_looked_up(backend, monkeypatch):
+    if backend.name == "jax":
+        pytest.skip("JAX arrays are immutable: a write makes a new array")
+    x = backend.variable([1.0, 2.0, 3.0])
+    old = x * 2.0  # computed before the write: looked up, and of other memory
+    written = _written_elsewhere(backend)  # noqa: F841 - alive
+    new = x * 3.0
+    looked_up = []
+    memory_of = _versions.memory_of
+    monkeypatch.setattr(_versions, "memory_of", lambda a: looked_up.append(a) or memory_of(a))
+    y = F.sum(old * new)
+    assert [id(a) for a in looked_up] == [id(old.array)]
+    y.backward()
+    backend.assert_close(x.grad, [12.0, 24.0, 36.0])
 
 
 @pytest.mark.xfail(

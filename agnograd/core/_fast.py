@@ -4,9 +4,10 @@
 ``node.apply((x1, x2))[0]``, for a fresh node of one output, which computes it with
 ``_forward1(xp, x)`` (or ``_forward2(xp, x1, x2)``: its own, or ``FunctionNode``'s,
 which calls ``forward``). Where the inputs are Variables of one library, functions
-run eagerly, no hook is registered and nothing was written in place, they check,
-compute and link in one call; anything else (raw arrays, define-then-run, hooks,
-debug mode, in-place writes, type checks) goes through ``apply``, the general path.
+run eagerly, no hook is registered and no write in place since they were computed
+can have changed them, they check, compute and link in one call; anything else (raw
+arrays, define-then-run, hooks, debug mode, inputs computed before a write in place,
+type checks) goes through ``apply``, the general path.
 ``set_enabled(False)`` sends every call there.
 
 The two are made from one template each, with the linking of
@@ -47,6 +48,12 @@ def set_enabled(on: bool) -> None:
     enabled = bool(on)
 
 
+# Whether the input Variable ``{0}`` may skip the general path's check that no write
+# in place changed it since it was computed (agnograd.core._versions.check_inputs),
+# while some memory written in place is alive: it is a leaf, or was computed after
+# the last such write. Only Variables computed before a write take the general path.
+_FRESH = "({0}._node.version == _graph_clock[0] or {0}._node.creator_node is None)"
+
 # The body of a function of one array ``x``. ``{make}`` gives the node, ``{compute}``
 # the output ``y`` from ``data`` (of namespace ``xp``); ``{ready}`` and
 # ``{differentiable}`` check a node given as the argument ``func`` (a node class's own
@@ -54,7 +61,7 @@ def set_enabled(on: bool) -> None:
 # the node that links, where none was given, and ``{setup}`` tells it what its
 # backward reads besides what it keeps.
 _ONE = """\
-if x.__class__ is Variable and not _graph_writes and enabled{ready}:
+if x.__class__ is Variable and enabled{ready} and (not _graph_writes or {fresh}):
     backprop, auto_forward, hooks = MODE.get()
     data = x._data
     xp = _namespaces.get(data.__class__)
@@ -95,8 +102,8 @@ _TWO = """\
 if (
     x1.__class__ is Variable
     and x2.__class__ is Variable
-    and not _graph_writes
     and enabled{ready}
+    and (not _graph_writes or {fresh1} and {fresh2})
 ):
     backprop, auto_forward, hooks = MODE.get()
     a1 = x1._data
@@ -256,6 +263,9 @@ def _body(
         setup=setup,
         make=make,
         ready=" and not func._checks_types" if given else "",
+        fresh=_FRESH.format("x"),
+        fresh1=_FRESH.format("x1"),
+        fresh2=_FRESH.format("x2"),
         differentiable=" and func.differentiable" if given else "",
         before="func.xp = xp" if given else before.replace("\n", "\n" + " " * 8),
         made=made.replace("\n", "\n" + " " * 12),

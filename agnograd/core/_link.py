@@ -25,6 +25,7 @@ _graph_writes = _versions.graph_writes
 _uncounted = _versions.uncounted
 _counted = _versions.counted
 _clock = _versions.clock
+_graph_clock = _versions.graph_clock
 
 _IN_ORDER = {n: tuple(range(n)) for n in range(1, 9)}
 
@@ -147,8 +148,8 @@ def link_source(keeps: Keeps | None = None) -> str:
         "var = _new_variable(y, True, func, rank + 1)\n"
         "func.outputs = (_weakref(var._node),)\n"
         f"{keep}"
-        "if _graph_writes:\n"
-        "    _versions.note_outputs((var,))\n"
+        "if _graph_writes:  # when its data was computed (see _versions.note_outputs)\n"
+        "    var._node.version = _graph_clock[0]\n"
         "return var\n"
     )
 
@@ -190,7 +191,7 @@ LINK_NAMES = (
     "_record_versions",
     "_read_by_gradients",
     "_graph_writes",
-    "_versions",
+    "_graph_clock",
 )
 
 

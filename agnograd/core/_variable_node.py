@@ -85,8 +85,8 @@ class VariableNode(weakref.ref["Variable"]):
         # Set when the leaf's data moves after a graph used it (to_device, to_chx):
         # the engine then brings its gradients to where the data is.
         self.moved = False
-        # The version of the data's memory when the data was computed (see
-        # agnograd.core._versions): a later write into that memory makes it stale.
+        # The clock of the graph's writes when the data was computed (see
+        # agnograd.core._versions.graph_clock): a later write into its memory makes it stale.
         self.version = 0
         # Weak references to the functions that take this node as an input
         # (note_consumer), for nnabla's Variable.function_references.

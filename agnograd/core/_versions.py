@@ -29,6 +29,13 @@ where the clock moved since: a write after the node linked is one whose clock
 value is later than the node's. So a training loop that updates its parameters in
 place (``p.array -= lr * p.grad``) between backward and the next forward pays no
 lookup per node.
+
+A write that the graph follows (``x[key] = value`` while backprop is enabled) also
+makes the other Variables of the memory computed before it stale: their graphs no
+longer describe their values, so using one in a graph raises (:func:`check_inputs`).
+That too costs only what it concerns: while such memory is alive, each node computed
+records the clock of those writes (:data:`graph_clock`), and an operation looks up
+the memory of an input only where the input was computed before the last of them.
 """
 
 from __future__ import annotations
@@ -79,11 +86,18 @@ def memory_of(array: Any) -> Any:
     return array if adapter is None else adapter.get_memory(array)
 
 
-# id(owner of a buffer) -> number of agnograd's writes into it made while backprop
-# was enabled: these make the other Variables of the buffer stale (check_inputs);
-# a write inside no_backprop_mode changes values that the graph does not follow, as
-# in torch.no_grad.
+# id(owner of a buffer) -> the write clock's value at agnograd's last write into it
+# made while backprop was enabled: such a write makes the other Variables of the
+# buffer computed before it stale (check_inputs); a write inside no_backprop_mode
+# changes values that the graph does not follow, as in torch.no_grad.
 graph_writes: dict[int, int] = {}
+#: The write clock's value at the last of those writes, into any buffer. A node
+#: computed in the graph records it as its ``version`` (while ``graph_writes`` is not
+#: empty; see agnograd.core._link.LINK): an input whose version reads it now was
+#: computed after every write that could have changed it, which operations see
+#: without looking its memory up, so that a write costs only the Variables computed
+#: before it.
+graph_clock: list[int] = [0]
 
 
 def _forget(key: int) -> None:
@@ -109,7 +123,7 @@ def bump(array: Any, graph: bool = True) -> None:
     clock[0] = now
     last_write[key] = now
     if graph and MODE.get()[BACKPROP]:
-        graph_writes[key] = graph_writes.get(key, 0) + 1
+        graph_writes[key] = graph_clock[0] = now
 
 
 def note_write(array: Any) -> None:
@@ -207,21 +221,29 @@ def stamp(
 
 
 def note_outputs(outputs: tuple[Any, ...]) -> None:
-    """Record on each output Variable's node the version of its data's memory."""
+    """Record on each output Variable's node when its data was computed: the clock of
+    the graph's writes (:data:`graph_clock`), which a later write into its memory
+    passes."""
+    now = graph_clock[0]
     for var in outputs:
-        var._node.version = graph_writes.get(id(memory_of(var._data)), 0)
+        var._node.version = now
 
 
 def check_inputs(func: Any, nodes: Any, arrays: Any) -> None:
     """Raise if an input that the graph computed was written in place since, through
     another Variable of its memory (a view, or its base): its graph would no longer
     describe its values, and its gradient would be wrong. Leaves are data, free to
-    change between graphs (a parameter update)."""
+    change between graphs (a parameter update). Only an input computed before the
+    last write (its version is older than :data:`graph_clock`) has its memory
+    looked up."""
     if func._takes_written_inputs:
         return
+    now = graph_clock[0]
     for i, (node, array) in enumerate(zip(nodes, arrays, strict=True)):
-        if node.creator_node is not None and node.version != graph_writes.get(
-            id(memory_of(array)), 0
+        if (
+            node.creator_node is not None
+            and node.version != now
+            and graph_writes.get(id(memory_of(array)), 0) > node.version
         ):
             var = node._variable()
             what = "the Variable" if var is None else var._describe()

@@ -326,10 +326,10 @@ class CompiledGraph:
         if self._lowered is not None:  # JAX: forward and backward in one XLA program
             if not self.current():
                 self._rebuild()
+            # (JAX arrays are never written in place: writes into other memory alive
+            # elsewhere change nothing the program reads.)
             lowered = self._lowered
-            if lowered is not None and not (
-                self._writes or self._recompute or MODE.get()[HOOKS] or _versions.versions
-            ):
+            if lowered is not None and not (self._writes or self._recompute or MODE.get()[HOOKS]):
                 with self._exclusive("run"):
                     count_forward()
                     self._forwarded = False
