@@ -206,6 +206,18 @@ def ratio_table(summary: list[dict[str, Any]]) -> str:
     return table(headers, rows)
 
 
+def report(times: dict[str, list[float]], summary: list[dict[str, Any]]) -> dict[str, Any]:
+    """Print each contestant's median and best time per call (microseconds) and the
+    ratios of ``summary``; return both for a benchmark's record."""
+    rows = [[k, statistics.median(v) * 1e6, min(v) * 1e6] for k, v in times.items()]
+    print(table(["contestant", "us median", "us min"], rows))
+    print(ratio_table(summary))
+    return {
+        "us_median": {k: statistics.median(v) * 1e6 for k, v in times.items()},
+        "ratios": summary,
+    }
+
+
 def environment() -> dict[str, Any]:
     """Versions and settings that the numbers depend on."""
     env: dict[str, Any] = {

@@ -157,13 +157,7 @@ def measure_written_elsewhere(blocks: int, rounds: int, batch: float) -> dict[st
     summary = _harness.ratio_summary(
         times, [(k + WRITTEN, k, target) for k in steps if not k.endswith(WRITTEN)]
     )
-    rows = [[k, statistics.median(v) * 1e6, min(v) * 1e6] for k, v in times.items()]
-    print(_harness.table(["contestant", "us median", "us min"], rows))
-    print(_harness.ratio_table(summary))
-    return {
-        "us_median": {k: statistics.median(v) * 1e6 for k, v in times.items()},
-        "ratios": summary,
-    }
+    return _harness.report(times, summary)
 
 
 def mlp_steps(quick: bool) -> dict[str, Callable[[], Any]]:

@@ -145,13 +145,7 @@ def measure(
     reference = next(iter(steps))
     times = _harness.interleaved(steps, rounds=rounds, batch_seconds=batch, warm_up=True)
     summary = _harness.ratio_summary(times, [(JIT, reference, TARGETS[name])])
-    rows = [[k, statistics.median(v) * 1e6, min(v) * 1e6] for k, v in times.items()]
-    print(_harness.table(["contestant", "us median", "us min"], rows))
-    print(_harness.ratio_table(summary))
-    return {
-        "us_median": {k: statistics.median(v) * 1e6 for k, v in times.items()},
-        "ratios": summary,
-    }
+    return _harness.report(times, summary)
 
 
 def first_call_cost(blocks: int, repeats: int) -> dict[str, Any]:
