@@ -33,7 +33,8 @@ JSON_PREFIX = "BENCHMARK_JSON "
 def parser(description: str, *, rounds: int, batch_seconds: float) -> argparse.ArgumentParser:
     """The options every timing benchmark accepts.
 
-    ``--rounds``, ``--batch-seconds``, ``--quick`` and ``--skip``.
+    ``--rounds``, ``--batch-seconds``, ``--quick`` and ``--skip``; ``--run NAME
+    --steps N`` for the benchmarks that count instructions (see :func:`run_alone`).
     """
     p = argparse.ArgumentParser(description=description)
     p.add_argument(
@@ -56,7 +57,32 @@ def parser(description: str, *, rounds: int, batch_seconds: float) -> argparse.A
         default="",
         help="comma-separated contestants to leave out (e.g. 'mygrad,autograd')",
     )
+    p.add_argument(
+        "--run",
+        metavar="NAME",
+        help="run the contestant NAME --steps times, untimed, for an instruction count",
+    )
+    p.add_argument("--steps", type=int, default=10, help="how many times --run runs it")
     return p
+
+
+def run_alone(args: argparse.Namespace, steps: dict[str, Callable[[], Any]]) -> bool:
+    """With ``--run NAME``, run that contestant of ``steps`` ``3 + --steps`` times and
+    say so (the caller then stops): the way to count its instructions on a busy
+    machine, where times swing and instructions do not. Under callgrind, the
+    difference of two runs (``--steps 2`` and ``--steps 12``) divided by ten steps'
+    operations is the count per operation, imports and warm-up cancelled::
+
+        valgrind --tool=callgrind python benchmarks/bench_overhead.py --run agnograd-numpy --steps 2
+    """
+    if args.run is None:
+        return False
+    if args.run not in steps:
+        raise SystemExit(f"--run {args.run!r}: the contestants are {', '.join(steps)}")
+    step = steps[args.run]
+    for _ in range(3 + args.steps):  # three to warm up: N and N + k differ by k steps
+        step()
+    return True
 
 
 def optional_import(name: str) -> ModuleType | None:

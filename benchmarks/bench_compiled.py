@@ -222,10 +222,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = _harness.parser(__doc__.splitlines()[0], rounds=31, batch_seconds=0.02)
     p.add_argument("--profile", action="store_true", help="also cProfile the compiled runs")
     p.add_argument("--no-mlp", action="store_true", help="time the chain only")
-    p.add_argument(
-        "--run", metavar="NAME", help="run the chain's contestant NAME --steps times, untimed"
-    )
-    p.add_argument("--steps", type=int, default=10, help="how many times --run runs it")
     args = p.parse_args(argv)
     batch = 0.001 if args.quick else args.batch_seconds
     blocks = 1 if args.quick else bench_overhead.OPS // bench_overhead.BLOCK
@@ -233,10 +229,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     chain = chain_steps(blocks)
     check(chain, 1e-12, list)
-    if args.run is not None:  # for an instruction count (see the docstring)
-        step = chain[args.run]
-        for _ in range(3 + args.steps):  # three to warm up: N and N + k differ by k steps
-            step()
+    if _harness.run_alone(args, chain):  # for an instruction count (see the docstring)
         return {}
     print(
         f"Chain of {blocks * bench_overhead.BLOCK} ops on ({bench_overhead.SIZE},) float64, "

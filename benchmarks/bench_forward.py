@@ -140,9 +140,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = p.parse_args(argv)
     ops = BLOCK if args.quick else args.ops
     batch = 0.001 if args.quick else args.batch_seconds
-    times = _harness.interleaved(
-        contestants(ops), rounds=args.rounds, batch_seconds=batch, warm_up=True
-    )
+    chain = contestants(ops)
+    if _harness.run_alone(args, chain):  # an instruction count (_harness.run_alone)
+        return {}
+    times = _harness.interleaved(chain, rounds=args.rounds, batch_seconds=batch, warm_up=True)
     sizes, size = (QUICK_MLP_SIZES, QUICK_MLP_BATCH) if args.quick else (MLP_SIZES, MLP_BATCH)
     mlp_times = _harness.interleaved(
         mlp_contestants(sizes, size), rounds=args.rounds, batch_seconds=batch * 10

@@ -299,6 +299,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = p.parse_args(argv)
     ops = BLOCK if args.quick else args.ops
     steps, ops = contestants(ops, _harness.skipped(args), args.split)
+    if _harness.run_alone(args, steps):  # an instruction count (_harness.run_alone)
+        return {}
     written = agnograd.Variable(np.ones(SIZE))  # a local: alive while timing, as a parameter
     if args.after_write:
         written.array -= 0.0 * written.array

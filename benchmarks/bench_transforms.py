@@ -89,16 +89,11 @@ def contestants(blocks: int) -> dict[str, Callable[[], Any]]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = _harness.parser(__doc__.splitlines()[0], rounds=31, batch_seconds=0.01)
-    p.add_argument("--run", metavar="NAME", help="run the contestant NAME --steps times, untimed")
-    p.add_argument("--steps", type=int, default=10, help="how many times --run runs it")
     args = p.parse_args(argv)
     blocks = 1 if args.quick else OPS // BLOCK
     ops = blocks * BLOCK
     steps = contestants(blocks)
-    if args.run is not None:  # for an instruction count (see the docstring)
-        step = steps[args.run]
-        for _ in range(3 + args.steps):  # three to warm up: N and N + k differ by k steps
-            step()
+    if _harness.run_alone(args, steps):  # for an instruction count (see the docstring)
         return {}
     want = steps[REFERENCE]()
     for name, step in steps.items():

@@ -247,3 +247,22 @@ def test_transforms_benchmark_runs(outputs: dict[str, Any]) -> None:
     assert "func.value_and_grad / backward" in names
     assert "functional.vjp / backward" in names
     assert all(r["median"] > 0 for r in rec["ratios"])
+
+
+def test_a_contestant_runs_alone_for_an_instruction_count() -> None:
+    """``--run NAME --steps N`` runs one contestant untimed and prints no record; an
+    unknown name is refused with the contestants' names."""
+    script = str(BENCHMARKS / "bench_overhead.py")
+    alone = subprocess.run(
+        [sys.executable, script, "--quick", "--run", "agnograd-numpy", "--steps", "1"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert alone.returncode == 0, alone.stderr
+    assert PREFIX not in alone.stdout
+    wrong = subprocess.run(
+        [sys.executable, script, "--quick", "--run", "agnograd"], capture_output=True, text=True
+    )
+    assert wrong.returncode != 0
+    assert "the contestants are hand-numpy, agnograd-numpy" in wrong.stderr
