@@ -30,11 +30,14 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
 JSON_PREFIX = "BENCHMARK_JSON "
 
 
-def parser(description: str, *, rounds: int, batch_seconds: float) -> argparse.ArgumentParser:
+def parser(
+    description: str, *, rounds: int, batch_seconds: float, alone: bool = False
+) -> argparse.ArgumentParser:
     """The options every timing benchmark accepts.
 
-    ``--rounds``, ``--batch-seconds``, ``--quick`` and ``--skip``; ``--run NAME
-    --steps N`` for the benchmarks that count instructions (see :func:`run_alone`).
+    ``--rounds``, ``--batch-seconds``, ``--quick`` and ``--skip``; with ``alone``,
+    ``--run NAME --steps N`` too, for a benchmark that passes its contestants to
+    :func:`run_alone`.
     """
     p = argparse.ArgumentParser(description=description)
     p.add_argument(
@@ -57,6 +60,8 @@ def parser(description: str, *, rounds: int, batch_seconds: float) -> argparse.A
         default="",
         help="comma-separated contestants to leave out (e.g. 'mygrad,autograd')",
     )
+    if not alone:
+        return p
     p.add_argument(
         "--run",
         metavar="NAME",

@@ -219,7 +219,7 @@ def profile(step: Callable[[], Any], n: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    p = _harness.parser(__doc__.splitlines()[0], rounds=31, batch_seconds=0.02)
+    p = _harness.parser(__doc__.splitlines()[0], rounds=31, batch_seconds=0.02, alone=True)
     p.add_argument("--profile", action="store_true", help="also cProfile the compiled runs")
     p.add_argument("--no-mlp", action="store_true", help="time the chain only")
     args = p.parse_args(argv)

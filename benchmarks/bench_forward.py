@@ -135,7 +135,7 @@ def mlp_contestants(sizes: Any, batch: int) -> dict[str, Callable[[], Any]]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    p = _harness.parser(__doc__.splitlines()[0], rounds=21, batch_seconds=0.02)
+    p = _harness.parser(__doc__.splitlines()[0], rounds=21, batch_seconds=0.02, alone=True)
     p.add_argument("--ops", type=int, default=OPS, help=f"ops in the chain (default {OPS})")
     args = p.parse_args(argv)
     ops = BLOCK if args.quick else args.ops

@@ -264,7 +264,7 @@ def profile(steps: dict[str, Callable[[], Any]], ops: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    p = _harness.parser(__doc__.splitlines()[0], rounds=51, batch_seconds=0.01)
+    p = _harness.parser(__doc__.splitlines()[0], rounds=51, batch_seconds=0.01, alone=True)
     p.add_argument("--ops", type=int, default=OPS, help=f"ops in the chain (default {OPS})")
     p.add_argument("--profile", action="store_true", help="also cProfile agnograd-numpy")
     p.add_argument(

@@ -88,7 +88,7 @@ def contestants(blocks: int) -> dict[str, Callable[[], Any]]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    p = _harness.parser(__doc__.splitlines()[0], rounds=31, batch_seconds=0.01)
+    p = _harness.parser(__doc__.splitlines()[0], rounds=31, batch_seconds=0.01, alone=True)
     args = p.parse_args(argv)
     blocks = 1 if args.quick else OPS // BLOCK
     ops = blocks * BLOCK
