@@ -215,30 +215,46 @@ def mygrad_step(x: np.ndarray, w: np.ndarray, seed: np.ndarray, blocks: int) -> 
     return step
 
 
-def contestants(ops: int, skip: set[str], split: bool) -> tuple[dict[str, Callable[[], Any]], int]:
-    """The contestants' step functions, checked against the hand-written gradients."""
+#: Every contestant's name, the reference first.
+NAMES = (
+    *("hand-numpy", "agnograd-numpy", "torch.autograd", "agnograd-torch", "jax-eager"),
+    *("autograd", "mygrad"),
+)
+
+
+def contestants(
+    ops: int, skip: set[str], split: bool, only: str | None = None
+) -> tuple[dict[str, Callable[[], Any]], int]:
+    """The contestants' step functions, checked against the hand-written gradients;
+    with ``only``, one of :data:`NAMES`, that one alone beside the reference (no
+    other library imported)."""
+    if only not in NAMES:
+        only = None
     blocks = max(1, ops // BLOCK)
     rng = np.random.default_rng(0)
     x = rng.uniform(-1.0, 1.0, SIZE)
     w = rng.uniform(0.5, 1.5, SIZE)
     seed = np.ones(SIZE)
-    steps: dict[str, Callable[[], Any]] = {
-        "hand-numpy": hand_numpy(x, w, seed, blocks),
-        "agnograd-numpy": agnograd_step(x, w, seed, blocks),
-    }
-    torch = _harness.torch_single_thread()
+
+    def wanted(*names: str) -> bool:
+        return any(n not in skip and only in (None, n) for n in names)
+
+    steps: dict[str, Callable[[], Any]] = {"hand-numpy": hand_numpy(x, w, seed, blocks)}
+    if wanted("agnograd-numpy"):
+        steps["agnograd-numpy"] = agnograd_step(x, w, seed, blocks)
+    torch = _harness.torch_single_thread() if wanted("torch.autograd", "agnograd-torch") else None
     if torch is not None:
         steps["torch.autograd"] = torch_step(torch, x, w, seed, blocks)
         steps["agnograd-torch"] = agnograd_step(
             torch.tensor(x), torch.tensor(w), torch.tensor(seed), blocks
         )
-    if _harness.optional_import("jax") is not None:
+    if wanted("jax-eager") and _harness.optional_import("jax") is not None:
         steps["jax-eager"] = jax_eager_step(x, w, seed, blocks)
-    if _harness.optional_import("autograd") is not None:
+    if wanted("autograd") and _harness.optional_import("autograd") is not None:
         steps["autograd"] = hips_step(x, w, seed, blocks)
-    if _harness.optional_import("mygrad") is not None:
+    if wanted("mygrad") and _harness.optional_import("mygrad") is not None:
         steps["mygrad"] = mygrad_step(x, w, seed, blocks)
-    steps = {k: v for k, v in steps.items() if k not in skip or k == "hand-numpy"}
+    steps = {k: v for k, v in steps.items() if wanted(k) or k == "hand-numpy"}
     want = steps["hand-numpy"]()
     for name, step in steps.items():
         _harness.check_close(name, step(), want, rtol=1e-9)
@@ -298,7 +314,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     args = p.parse_args(argv)
     ops = BLOCK if args.quick else args.ops
-    steps, ops = contestants(ops, _harness.skipped(args), args.split)
+    steps, ops = contestants(ops, _harness.skipped(args), args.split, args.run)
     if _harness.run_alone(args, steps):  # an instruction count (_harness.run_alone)
         return {}
     written = agnograd.Variable(np.ones(SIZE))  # a local: alive while timing, as a parameter
