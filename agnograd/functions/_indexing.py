@@ -24,7 +24,7 @@ from agnograd.core import _extension
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.functions._core import held, input_shape, raw, raw_xp_device, shape_of
-from agnograd.functions._inplace import combines, lifted, note_view
+from agnograd.functions._inplace import is_combining, lifted, note_view
 from agnograd.functions._namespace import namespace_of
 from agnograd.functions._rows import Rows
 
@@ -200,7 +200,7 @@ def get_item(x: Any, slices: Any) -> Variable:
     where = tuple(
         i
         for i, k in enumerate(items)
-        if type(k) not in _BASIC and (isinstance(k, Variable) or combines(k))
+        if type(k) not in _BASIC and (isinstance(k, Variable) or is_combining(k))
     )
     if where:  # read at every run: inputs of the node
         key = tuple(None if i in where else k for i, k in enumerate(items))
@@ -350,7 +350,7 @@ def gather(fn: Callable[..., Any], x: Any, indices: Any, label: str) -> Variable
     Index Variables (the result of ``argsort``, say) are inputs of the node, so that
     define-then-run computes them first; raw index arrays are kept by the node.
     """
-    if isinstance(indices, Variable) or combines(indices):
+    if isinstance(indices, Variable) or is_combining(indices):
         return Gather(fn, 1, label).apply((x, indices))[0]
 
     def bound(xp: Any, a: Any) -> Any:

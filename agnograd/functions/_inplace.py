@@ -100,7 +100,7 @@ def _device(a: Any) -> Any:
     return array_api_compat.device(a)
 
 
-def combines(x: Any) -> bool:
+def is_combining(x: Any) -> bool:
     """Whether ``x`` is an array whose namespace takes other libraries' arrays beside
     its own (``vmap``'s batched arrays, through the namespace's ``_combine``): an
     index or value of that kind must be an input of its node, so that the node's
@@ -456,7 +456,7 @@ def _graph_key(key: Any) -> tuple[Any, list[Variable]]:
     arrays: list[Variable] = []
 
     def swap(k: Any) -> Any:
-        if combines(k._data if isinstance(k, Variable) else k) or (
+        if is_combining(k._data if isinstance(k, Variable) else k) or (
             isinstance(k, Variable) and k._data is None
         ):
             arrays.append(k)
