@@ -24,8 +24,8 @@ from agnograd.core._function import symbolic as function_symbolic
 from agnograd.core._function_checks import combined_with, combines, describe_arrays
 from agnograd.core._function_checks import sum_to as _sum_to
 from agnograd.core._graph import relevant_functions
-from agnograd.core._variable import Variable, clear_node_data
-from agnograd.core._variable_node import VariableNode
+from agnograd.core._variable import Variable
+from agnograd.core._variable_node import VariableNode, clear_node_data
 
 
 class GradientNeedsDataError(RuntimeError):

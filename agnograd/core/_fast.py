@@ -21,11 +21,15 @@ links one, and calls nothing but the computation, the node's constructor and
 
 from __future__ import annotations
 
+import builtins
 import textwrap
 from typing import Any
 
+import numpy
+
 from agnograd.backends._backend import (
     NUMBERS,
+    NUMPY_SCALARS,
     SCALARS,
     _namespaces,
     scalar_operand,
@@ -40,19 +44,38 @@ from agnograd.core._variable import Variable, _new_variable
 #: Whether the fast paths run (see :func:`set_enabled`).
 enabled = True
 
+# The globals of each function _render made: each reads ``enabled`` from its own.
+_rendered: list[dict[str, Any]] = []
+
 
 def set_enabled(on: bool) -> None:
     """Run agnograd's own nodes through the fast paths (the default) or, with False,
     through ``FunctionNode.apply`` alone, as user-defined nodes run."""
     global enabled
     enabled = bool(on)
+    for namespace in _rendered:
+        namespace["enabled"] = enabled
 
 
 # Whether the input Variable ``{0}`` may skip the general path's check that no write
 # in place changed it since it was computed (agnograd.core._versions.check_inputs),
 # while some memory written in place is alive: it is a leaf, or was computed after
 # the last such write. Only Variables computed before a write take the general path.
-_FRESH = "({0}._node.version == _graph_clock[0] or {0}._node.creator_node is None)"
+# (A Variable without a node is of no graph: it has no creator.)
+_FRESH = "({0}._n is None or {0}._n.version == _graph_clock[0] or {0}._n.creator_node is None)"
+
+# Whether either input of _TWO requires a gradient (one of no graph has no node).
+_WANTED2 = "(n1 is not None and n1.requires_grad or n2 is not None and n2.requires_grad)"
+
+# A Variable of no graph around ``y``, without a call: agnograd.core._variable's
+# _plain_variable, whose ``y`` is never NumPy's scalar here (see _ONE).
+_PLAIN = """\
+var = _object_new(Variable)
+var._data = y
+var._grad_var = None
+var._n = var._t = None
+return var"""
+_PLAIN_IN_PUSH = textwrap.indent(_PLAIN, " " * 4)  # (under an ``if`` of _PUSH1, _PUSH2)
 
 # The body of a function of one array ``x``. ``{make}`` gives the node, ``{compute}``
 # the output ``y`` from ``data`` (of namespace ``xp``); ``{ready}`` and
@@ -64,6 +87,7 @@ _ONE = """\
 if x.__class__ is Variable and enabled{ready} and (not _graph_writes or {fresh}):
     backprop, auto_forward, hooks = MODE.get()
     data = x._data
+    node = x._n
     xp = _namespaces.get(data.__class__)
     if (
         auto_forward
@@ -71,7 +95,7 @@ if x.__class__ is Variable and enabled{ready} and (not _graph_writes or {fresh})
         and (
             not hooks
             or hooks.__class__ is LevelHooks{differentiable}
-            and not (backprop and x._node.requires_grad)
+            and not (backprop and node is not None and node.requires_grad)
         )
     ):
         {before}
@@ -82,17 +106,18 @@ if x.__class__ is Variable and enabled{ready} and (not _graph_writes or {fresh})
             raise
         if y.__class__ is not data.__class__:
             _output_tuple({make}, (y,))  # a NumPy scalar passes; no array is refused
+            if y.__class__ in _NUMPY_SCALARS:  # a 0-d result: hold a 0-d array
+                y = _numpy_asarray(y)
         if hooks:  # a jvp's level, alone: it links no graph, and pushes the tangent
 {push}
-        node = x._node
-        if backprop and node.requires_grad{differentiable}:
+        if backprop and node is not None and node.requires_grad{differentiable}:
             {made}
             {setup}
             nodes = (node,)
             arrays = (data,)
             rank = node.rank
 {link}
-        return _new_variable(y, False, None, 0)
+{plain}
 return {make}.apply((x,))[0]
 """
 
@@ -108,6 +133,8 @@ if (
     backprop, auto_forward, hooks = MODE.get()
     a1 = x1._data
     a2 = x2._data
+    n1 = x1._n
+    n2 = x2._n
     xp = _namespaces.get(a1.__class__)
     if (
         auto_forward
@@ -116,7 +143,7 @@ if (
         and (
             not hooks
             or hooks.__class__ is LevelHooks{differentiable}
-            and not (backprop and (x1._node.requires_grad or x2._node.requires_grad))
+            and not (backprop and {wanted})
         )
     ):
         {before}
@@ -127,18 +154,22 @@ if (
             raise
         if y.__class__ is not a1.__class__:
             _output_tuple({make}, (y,))
+            if y.__class__ in _NUMPY_SCALARS:
+                y = _numpy_asarray(y)
         if hooks:  # a jvp's level, alone: see _ONE
 {push}
-        n1 = x1._node
-        n2 = x2._node
-        if backprop and (n1.requires_grad or n2.requires_grad){differentiable}:
+        if backprop and {wanted}{differentiable}:
             {made}
+            if n1 is None:  # (an input of no graph yet)
+                n1 = x1._node
+            if n2 is None:
+                n2 = x2._node
             nodes = (n1, n2)
             arrays = (a1, a2)
             rank = n1.rank if n1.rank > n2.rank else n2.rank
             rank = rank if rank > 0 else 0  # as apply: at least 0 for several inputs
 {link}
-        return _new_variable(y, False, None, 0)
+{plain}
 return {make}.apply((x1, x2))[0]
 """
 
@@ -149,21 +180,23 @@ return {make}.apply((x1, x2))[0]
 # real dtype, a tangent of an outer level or a Variable) goes to push1.
 _PUSH1 = """\
 level = hooks.level
-entry = getattr(x._node, "_tangent", None)
+entry = x._t if node is None else getattr(node, "_tangent", None)
 if entry is None:  # a constant
-    return _new_variable(y, False, None, 0)
+{plain}
 t = entry[1]
 if (
     entry[0] is level
     and t.__class__ is data.__class__
     and data.dtype is _real_dtypes.get(data.__class__){fits}
 ):
-    var = _new_variable(y, False, None, 0)
-    y = var._data  # NumPy's scalar for a 0-d result made an array
     ty = {tangent}
     if ty.__class__ is not y.__class__:
         ty = xp.asarray(ty)
-    var._node._tangent = (level, ty, None)
+    var = _object_new(Variable)
+    var._data = y
+    var._grad_var = None
+    var._n = None
+    var._t = (level, ty, None)
     return var
 {made}
 return level.push1(func, x, y)"""
@@ -172,10 +205,10 @@ return level.push1(func, x, y)"""
 # ``t1`` and ``{tangent2}`` of ``t2`` (push2's).
 _PUSH2 = """\
 level = hooks.level
-e1 = getattr(x1._node, "_tangent", None)
-e2 = getattr(x2._node, "_tangent", None)
+e1 = x1._t if n1 is None else getattr(n1, "_tangent", None)
+e2 = x2._t if n2 is None else getattr(n2, "_tangent", None)
 if e1 is None and e2 is None:  # constants
-    return _new_variable(y, False, None, 0)
+{plain}
 real = _real_dtypes.get(a1.__class__)
 if (
     (e1 is None or e1[0] is level and e1[1].__class__ is a1.__class__)
@@ -183,8 +216,6 @@ if (
     and a1.dtype is real
     and a2.dtype is real
 ):
-    var = _new_variable(y, False, None, 0)
-    y = var._data
     ty = None
     if e1 is not None:
         t1 = e1[1]
@@ -197,7 +228,11 @@ if (
         ty = xp.broadcast_to(ty, tuple(y.shape))
     if ty.__class__ is not y.__class__:
         ty = xp.asarray(ty)
-    var._node._tangent = (level, ty, None)
+    var = _object_new(Variable)
+    var._data = y
+    var._grad_var = None
+    var._n = None
+    var._t = (level, ty, None)
     return var
 {made}
 return level.push2(func, x1, x2, y)"""
@@ -229,6 +264,9 @@ _NAMES: dict[str, Any] = {
     "_forward_failed": _forward_failed,
     "_namespaces": _namespaces,
     "_new_variable": _new_variable,
+    "_object_new": object.__new__,
+    "_NUMPY_SCALARS": NUMPY_SCALARS,
+    "_numpy_asarray": numpy.asarray,
     "_output_tuple": _output_tuple,
     "_scalar_operands": scalar_operands,
     "_scalar_operand": scalar_operand,
@@ -269,20 +307,22 @@ def _body(
         differentiable=" and func.differentiable" if given else "",
         before="func.xp = xp" if given else before.replace("\n", "\n" + " " * 8),
         made=made.replace("\n", "\n" + " " * 12),
-        push=textwrap.indent(push.format(made=made), " " * 12),
+        push=textwrap.indent(push.format(made=made, plain=_PLAIN_IN_PUSH), " " * 12),
         link=textwrap.indent(_link.link_source(keeps), " " * 12),
+        plain=textwrap.indent(_PLAIN, " " * 8),
+        wanted=_WANTED2,
     )
 
 
 def _render(signature: str, body: str, **names: Any) -> Any:
-    """The function ``def {signature}: {body}``: its globals are this module's (so
-    that it reads :data:`enabled` as it is now) and ``names``, through a closure."""
-    names = {**_NAMES, **names}
-    name = signature.split("(", 1)[0]
-    factory = "def make({}):\n    def {}:\n{}\n    return {}".format(
-        ", ".join(names), signature, textwrap.indent(body, " " * 8), name
-    )
-    return _link.render(factory, globals(), name)(**names)
+    """The function ``def {signature}: {body}``, whose globals are ``names``, what
+    all bodies read (_NAMES) and :data:`enabled` (which :func:`set_enabled` sets in
+    them). Globals, not a closure's cells: a call copies every cell into its frame
+    and releases them on return, a tenth of the cost of an operation."""
+    namespace = {**_NAMES, **names, "enabled": enabled, "__builtins__": builtins}
+    _rendered.append(namespace)
+    source = f"def {signature}:\n" + textwrap.indent(body, "    ")
+    return _link.render(source, namespace)
 
 
 #: ``apply1(func, x)``: ``func.apply((x,))[0]``, in one call where it can.
@@ -317,7 +357,7 @@ def _pushes(tangent: str | None, fits: str = "") -> str | None:
     """_PUSH1's ``push`` for the tangent expression ``tangent``; None for none."""
     if tangent is None:
         return None
-    return _PUSH1.format(tangent=tangent, fits=fits, made="{made}")
+    return _PUSH1.format(tangent=tangent, fits=fits, made="{made}", plain="{plain}")
 
 
 def specialise1(
@@ -384,7 +424,9 @@ def specialise_operator(
     )
     push = None
     if tangents is not None:
-        push = _PUSH2.format(tangent1=tangents[0], tangent2=tangents[1], made="{made}")
+        push = _PUSH2.format(
+            tangent1=tangents[0], tangent2=tangents[1], made="{made}", plain="{plain}"
+        )
     body = "if type(x2) in SCALARS:\n    x = x1\n    value = x2\n{}{}{}".format(
         textwrap.indent(scalar, "    "),
         "x1, x2 = x2, x1\n" if reflected else "",

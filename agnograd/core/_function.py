@@ -26,7 +26,7 @@ from agnograd.core._function_checks import (
     sum_to,
 )
 from agnograd.core._link import _clock, _counted, _graph_writes, keep_for_backward, linked
-from agnograd.core._variable import Variable, _new_variable
+from agnograd.core._variable import Variable, _new_variable, _plain_variable
 from agnograd.core._variable_node import VariableNode
 
 _weakref = weakref.ref
@@ -387,7 +387,7 @@ class FunctionNode:
                 hook.forward_postprocess(self, arrays)
 
         if not (requires_grad and enable_backprop and self.differentiable):
-            return tuple([_new_variable(y, False, None, 0) for y in outputs])
+            return tuple([_plain_variable(y) for y in outputs])
         if self.inputs is not None:
             raise RuntimeError(
                 f"{self.label}.apply: this node is already part of a graph (a node records "

@@ -27,7 +27,7 @@ from agnograd.core._variable_node import VariableNode
 from agnograd.core._variable_operators import Operators
 
 if TYPE_CHECKING:
-    from agnograd.core._function import FunctionNode
+    pass
 
 
 class Variable(Data, Graph, Operators, Printing, NnablaInterface):
@@ -69,7 +69,10 @@ class Variable(Data, Graph, Operators, Printing, NnablaInterface):
     variable x([1., 2., 3.])
     """
 
-    __slots__ = ("__weakref__", "_data", "_grad_var", "_node")
+    # ``_n``: the graph node (see :attr:`_node`), or None for a Variable of no graph
+    # whose node is not made yet; ``_t``: such a Variable's forward-mode tangents
+    # (agnograd.transforms._forward), which its node takes over once made.
+    __slots__ = ("__weakref__", "_data", "_grad_var", "_n", "_t")
 
     # Make NumPy return NotImplemented for ``ndarray <op> Variable`` so the reflected
     # operator of the Variable runs instead of an object-array loop.
@@ -77,7 +80,8 @@ class Variable(Data, Graph, Operators, Printing, NnablaInterface):
     __array_priority__ = 200
 
     _data: Any
-    _node: VariableNode
+    _n: VariableNode | None
+    _t: Any
     _grad_var: Variable | None
 
     def __init__(
@@ -115,7 +119,10 @@ class Variable(Data, Graph, Operators, Printing, NnablaInterface):
         requires_grad = _can_require_grad(data, requires_grad, "Variable")
         self._data = data
         self._grad_var = None
-        self._node = VariableNode(self, name, requires_grad=requires_grad)
+        if name is None and not requires_grad:
+            self._n = self._t = None  # (see _node)
+        else:
+            self._n = VariableNode(self, name, requires_grad=requires_grad)
         if grad is not None:
             self.grad = grad
 
@@ -129,8 +136,25 @@ class Variable(Data, Graph, Operators, Printing, NnablaInterface):
         var = object.__new__(cls)
         var._data = data if data is None else _backend.as_array(data)
         var._grad_var = None
-        var._node = node
+        var._n = node
         return var
+
+    @property
+    def _node(self) -> VariableNode:
+        """The graph node (:attr:`node`), made here for a Variable of no graph (no
+        creator, no gradient: results under ``no_backprop_mode``, of constants, of a
+        jvp) when first asked for; it takes over the Variable's tangents (``_t``)."""
+        node = self._n
+        if node is None:
+            node = self._n = VariableNode(self, requires_grad=False)
+            if self._t is not None:
+                node._tangent = self._t
+                self._t = None
+        return node
+
+    @_node.setter
+    def _node(self, node: VariableNode) -> None:
+        self._n = node
 
     @property
     def name(self) -> str | None:
@@ -433,7 +457,6 @@ class Variable(Data, Graph, Operators, Printing, NnablaInterface):
 
 
 _object_new = object.__new__
-_weakref = weakref.ref
 _ref_new = weakref.ref.__new__  # a VariableNode is a weak reference to its Variable
 _numpy_scalars = _backend.NUMPY_SCALARS
 _numpy_asarray = numpy.asarray
@@ -509,7 +532,21 @@ def _new_variable(data: Any, requires_grad: bool, creator: Any, rank: int) -> Va
     node.moved = False
     node.version = 0
     # node._consumers stays unset: eager operations record no consumers.
-    var._node = node
+    var._n = node
+    return var
+
+
+def _plain_variable(data: Any) -> Variable:
+    """A Variable of no graph around ``data`` (a result agnograd computed): no
+    creator, no gradient required, its node made when first asked for (see
+    ``Variable._node``). agnograd.core._fast's functions write the same in their
+    bodies (_PLAIN)."""
+    if data.__class__ in _numpy_scalars:
+        data = _numpy_asarray(data)  # (see _new_variable)
+    var = _object_new(Variable)
+    var._data = data
+    var._grad_var = None
+    var._n = var._t = None
     return var
 
 
@@ -537,45 +574,11 @@ def _empty_variable(
     node.moved = False
     node.version = 0
     node._consumers = None
-    var._node = node
+    var._n = node
     return var
 
 
 _backend.register_wrapper(Variable)
-
-
-def note_consumer(func: FunctionNode, nodes: tuple[VariableNode, ...]) -> None:
-    """Record weakly that ``func`` takes ``nodes`` as inputs (``function_references``).
-
-    Define-then-run calls it for every function it links; eager operations do not,
-    since it cost 7% of the time of an operation (``bench_overhead.py``), so the
-    nodes that :func:`_new_variable` makes leave ``_consumers`` unset.
-
-    Dead references are swept when a list reaches a power of two (from 32 on) and
-    dropped when at least half of it is dead, so a leaf that feeds a function at
-    every step keeps a list bounded by about four times its live consumers, at an
-    amortised constant cost per function.
-    """
-    ref = _weakref(func)
-    for node in nodes:
-        refs = getattr(node, "_consumers", None)
-        if refs is None:
-            node._consumers = [ref]
-            continue
-        refs.append(ref)
-        n = len(refs)
-        if n >= 32 and not n & (n - 1):
-            live = [r for r in refs if r() is not None]
-            if len(live) <= n // 2:
-                refs[:] = live
-
-
-def clear_node_data(node: VariableNode) -> None:
-    """Free the array of ``node`` and of its Variable (``clear_buffer``)."""
-    node._data = None
-    var = node._variable()
-    if var is not None:
-        var._data = None
 
 
 def _zeros(shape: tuple[int, ...], dtype: Any, device: Any) -> Any:
@@ -592,5 +595,6 @@ def _rebuild(
 ) -> Variable:
     # persistent has a default: pickles made before it was kept still load.
     var = Variable(data, name=name, grad=grad, requires_grad=requires_grad)
-    var._node.persistent = persistent
+    if persistent:
+        var._node.persistent = persistent
     return var

@@ -26,6 +26,7 @@ class Graph:
 
     if TYPE_CHECKING:  # what the methods below read of the Variable
         _data: Any
+        _n: VariableNode | None
         _node: VariableNode
 
     @property
@@ -36,7 +37,8 @@ class Graph:
     @property
     def creator_node(self) -> FunctionNode | None:
         """The :class:`FunctionNode` that created this Variable; ``None`` unchains."""
-        return self._node.creator_node
+        node = self._n  # (None: no graph, and no node made yet)
+        return None if node is None else node.creator_node
 
     @creator_node.setter
     def creator_node(self, func: FunctionNode | None) -> None:
@@ -55,12 +57,14 @@ class Graph:
     @property
     def rank(self) -> int:
         """Topological rank (0 for leaves, the creator's rank + 1 otherwise)."""
-        return self._node.rank
+        node = self._n
+        return 0 if node is None else node.rank
 
     @property
     def requires_grad(self) -> bool:
         """Whether backprop computes a gradient for this Variable."""
-        return self._node.requires_grad
+        node = self._n
+        return False if node is None else node.requires_grad
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:

@@ -225,3 +225,37 @@ def _node_of(ref: weakref.ref[Any]) -> VariableNode:
     if target is _GONE or target is None:
         target = _Gone()  # dies when this function returns: a dead reference
     return weakref.ref.__new__(VariableNode, target)
+
+
+def note_consumer(func: FunctionNode, nodes: tuple[VariableNode, ...]) -> None:
+    """Record weakly that ``func`` takes ``nodes`` as inputs (``function_references``).
+
+    Define-then-run calls it for every function it links; eager operations do not,
+    since it cost 7% of the time of an operation (``bench_overhead.py``), so the
+    nodes that ``_new_variable`` makes leave ``_consumers`` unset.
+
+    Dead references are swept when a list reaches a power of two (from 32 on) and
+    dropped when at least half of it is dead, so a leaf that feeds a function at
+    every step keeps a list bounded by about four times its live consumers, at an
+    amortised constant cost per function.
+    """
+    ref = weakref.ref(func)
+    for node in nodes:
+        refs = getattr(node, "_consumers", None)
+        if refs is None:
+            node._consumers = [ref]
+            continue
+        refs.append(ref)
+        n = len(refs)
+        if n >= 32 and not n & (n - 1):
+            live = [r for r in refs if r() is not None]
+            if len(live) <= n // 2:
+                refs[:] = live
+
+
+def clear_node_data(node: VariableNode) -> None:
+    """Free the array of ``node`` and of its Variable (``clear_buffer``)."""
+    node._data = None
+    var = node._variable()
+    if var is not None:
+        var._data = None

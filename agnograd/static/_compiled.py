@@ -38,8 +38,8 @@ from agnograd.core._engine import backward as engine_backward
 from agnograd.core._engine_loop import _cast, count_clear
 from agnograd.core._function import FunctionNode
 from agnograd.core._graph import functions_of
-from agnograd.core._variable import Variable, clear_node_data
-from agnograd.core._variable_node import VariableNode
+from agnograd.core._variable import Variable
+from agnograd.core._variable_node import VariableNode, clear_node_data
 from agnograd.functions._inplace import WRITING_NODES
 from agnograd.static import _define_then_run
 from agnograd.static._buffers import _unlinked, set_node_data

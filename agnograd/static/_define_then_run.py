@@ -36,8 +36,8 @@ from agnograd.core._function_checks import as_constant, mixed_backends
 from agnograd.core._graph import functions_of
 from agnograd.core._hooks import callbacks
 from agnograd.core._link import keep_for_backward
-from agnograd.core._variable import Variable, _empty_variable, clear_node_data, note_consumer
-from agnograd.core._variable_node import VariableNode
+from agnograd.core._variable import Variable, _empty_variable
+from agnograd.core._variable_node import VariableNode, clear_node_data, note_consumer
 from agnograd.functions._transfer import Copy
 from agnograd.static._buffers import _unlinked, _unlinked_source, set_node_data
 

@@ -31,8 +31,8 @@ from agnograd.backends._backend import _per_instance, owned
 from agnograd.core import _graph
 from agnograd.core._engine_loop import GradientNeedsDataError
 from agnograd.core._trees import flatten_into, leaf_paths, unflatten_from
-from agnograd.core._variable import Variable, clear_node_data
-from agnograd.core._variable_node import VariableNode
+from agnograd.core._variable import Variable
+from agnograd.core._variable_node import VariableNode, clear_node_data
 from agnograd.core._versions import memory_of
 from agnograd.static._compiled import CLEAR, CompiledGraph
 from agnograd.static._compiled_jax import outputs_program

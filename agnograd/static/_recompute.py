@@ -11,8 +11,7 @@ from agnograd.core import _graph, _versions
 from agnograd.core._engine_loop import dropped
 from agnograd.core._function import FunctionNode
 from agnograd.core._graph import functions_of
-from agnograd.core._variable import clear_node_data
-from agnograd.core._variable_node import VariableNode
+from agnograd.core._variable_node import VariableNode, clear_node_data
 from agnograd.static._buffers import set_node_data
 
 # forward_all frees the data of a node marked recompute once its last reader in the

@@ -10,7 +10,8 @@ result as eagerly and hand it to the level's ``push1`` or ``push2``; the element
 rows and the operators push the tangents of real inputs themselves, with their rules
 written in (agnograd.core._fast's ``_PUSH1``, ``_PUSH2``), as ``push1`` would. The tangents of
 a Variable live on its graph node (which a reverse graph may give Variables anew:
-double backprop's retained inputs) and die with it; a Variable without one has a zero
+double backprop's retained inputs) and die with it, or, on a Variable of no graph
+whose node is not made yet, on the Variable; a Variable without one has a zero
 tangent, which is never allocated.
 
 Where a node's tangent rule comes from, read from its class (the declaration):
@@ -48,7 +49,8 @@ from agnograd.core._config import FORWARD_MODE, MODE, LevelHooks
 from agnograd.core._function import FunctionNode
 from agnograd.core._function_checks import combined_namespace
 from agnograd.core._hooks import FunctionHook
-from agnograd.core._variable import Variable, _new_variable
+from agnograd.core._trees import unflatten_from
+from agnograd.core._variable import Variable, _plain_variable
 from agnograd.functions import _misc
 from agnograd.functions._namespace import namespace_of
 from agnograd.transforms._arguments import split_aux
@@ -56,9 +58,16 @@ from agnograd.transforms._tangent_rules import _REAPPLIED, _raw1, _raw1s, _raw2,
 from agnograd.transforms._transforms import (
     is_floating,
 )
-from agnograd.transforms._trees import _tree_arrays, _tree_leaves, _tree_unflatten
+from agnograd.transforms._trees import _tree_arrays, _tree_flatten, _tree_leaves
 
 _SCALARS = (bool, int, float, complex)
+
+
+def _entry(x: Variable) -> Any:
+    """The chain of tangents of the Variable ``x`` (see _Level), or None: on its node,
+    or, while it has none, on itself (``Variable._node``)."""
+    node = x._n
+    return x._t if node is None else getattr(node, "_tangent", None)
 
 
 class _Level(FunctionHook):
@@ -70,7 +79,9 @@ class _Level(FunctionHook):
 
     A Variable's tangents live on its graph node (which a reverse graph may give
     Variables anew: double backprop's retained inputs), in the slot ``_tangent``: a
-    chain of ``(level, tangent, next)``, innermost level first, dropped with the node.
+    chain of ``(level, tangent, next)``, innermost level first, dropped with the node;
+    a Variable of no graph holds its chain itself until its node is made (``_t``,
+    see ``Variable._node``).
     """
 
     name = FORWARD_MODE
@@ -84,7 +95,7 @@ class _Level(FunctionHook):
         """The tangent of ``x`` at this level, or None (a zero)."""
         if not isinstance(x, Variable):
             return None
-        entry = getattr(x._node, "_tangent", None)
+        entry = _entry(x)
         while entry is not None:
             if entry[0] is self:
                 return entry[1]
@@ -92,11 +103,14 @@ class _Level(FunctionHook):
         return None
 
     def set(self, x: Variable, t: Any) -> None:
-        node = x._node
-        entry = getattr(node, "_tangent", None)
+        entry = _entry(x)
         if entry is not None and entry[0] is self:
             entry = entry[2]
-        node._tangent = (self, t, entry)
+        node = x._n
+        if node is None:
+            x._t = (self, t, entry)
+        else:
+            node._tangent = (self, t, entry)
 
     def hooks(self, others: Any) -> Any:
         """The function hooks ``others`` with this level among them."""
@@ -117,8 +131,8 @@ class _Level(FunctionHook):
     def push1(self, func: FunctionNode, x: Variable, y: Any) -> Variable:
         """The output of ``func`` applied to ``x``, whose array the fast path computed
         (``y``), with its tangent: no graph to link, no other hook or level."""
-        out = _new_variable(y, False, None, 0)
-        entry = getattr(x._node, "_tangent", None)
+        out = _plain_variable(y)
+        entry = _entry(x)
         if entry is None:
             return out  # a constant
         t = entry[1] if entry[0] is self else self.tangent(x)
@@ -134,14 +148,14 @@ class _Level(FunctionHook):
         if ty is not None:
             if ty.__class__ is not y.__class__:
                 ty = func.xp.asarray(ty)  # NumPy gives a scalar for a 0-d result
-            out._node._tangent = (self, ty, None)
+            out._t = (self, ty, None)
         return out
 
     def push2(self, func: FunctionNode, x1: Variable, x2: Variable, y: Any) -> Variable:
         """As :meth:`push1`, for ``func`` applied to ``x1`` and ``x2``."""
-        out = _new_variable(y, False, None, 0)
-        e1 = getattr(x1._node, "_tangent", None)
-        e2 = getattr(x2._node, "_tangent", None)
+        out = _plain_variable(y)
+        e1 = _entry(x1)
+        e2 = _entry(x2)
         t1 = None if e1 is None else e1[1] if e1[0] is self else self.tangent(x1)
         t2 = None if e2 is None else e2[1] if e2[0] is self else self.tangent(x2)
         if t1 is None and t2 is None:
@@ -158,7 +172,7 @@ class _Level(FunctionHook):
         if ty is not None:
             if ty.__class__ is not y.__class__:
                 ty = func.xp.asarray(ty)
-            out._node._tangent = (self, ty, None)
+            out._t = (self, ty, None)
         return out
 
     def apply(self, func: FunctionNode, inputs: Sequence[Any]) -> tuple[Variable, ...]:
@@ -227,7 +241,7 @@ def _with_tangents(func: FunctionNode, ts: Sequence[Any]) -> Any:
 
 
 def _constant(x: Any) -> Variable:
-    return Variable._new(x, False)
+    return _plain_variable(x)
 
 
 # -- the transform ----------------------------------------------------------------------
@@ -287,7 +301,7 @@ def _jvp(
             f"{op}: primals and tangents must be tuples of arguments, got "
             f"{type(primals).__name__} and {type(tangents).__name__}; write (x,) for one"
         )
-    p_leaves = _tree_leaves(primals, "primals", op)
+    p_leaves, p_structure = _tree_flatten(primals, "primals", op)
     t_leaves = _tree_leaves(tangents, "tangents", op)
     if len(p_leaves) != len(t_leaves):
         raise ValueError(
@@ -314,11 +328,11 @@ def _jvp(
         level.set(arg, _tangent_like(arg, t, op))
     token = MODE.set((backprop, auto_forward, level.hooks(hooks)))
     try:
-        result = func(*_tree_unflatten(primals, iter(args)))
+        result = func(*unflatten_from(p_structure, iter(args)))
     finally:
         MODE.reset(token)
     result, aux = split_aux(result, has_aux, op)
-    out_leaves = _tree_leaves(result, "the output of func", op)
+    out_leaves, structure = _tree_flatten(result, "the output of func", op)
     values, out_tangents = [], []
     for y in out_leaves:
         t = level.tangent(y) if isinstance(y, Variable) else None
@@ -335,8 +349,8 @@ def _jvp(
             out_tangents.append(t if isinstance(t, Variable) else _constant(t))
         else:
             out_tangents.append(t._data if isinstance(t, Variable) else t)
-    output = _tree_unflatten(result, iter(values))
-    jvp_out = _tree_unflatten(result, iter(out_tangents))
+    output = unflatten_from(structure, iter(values))
+    jvp_out = unflatten_from(structure, iter(out_tangents))
     if not has_aux:
         return output, jvp_out
     # aux as the output: arrays where the primals are, unless something watches them.

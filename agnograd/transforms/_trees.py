@@ -14,6 +14,12 @@ from agnograd.core._variable import Variable
 
 def _tree_leaves(tree: Any, where: str, op: str = "value_and_grad") -> list[Any]:
     """The arrays and Variables of a tuple/list/dict nest, in order."""
+    return _tree_flatten(tree, where, op)[0]
+
+
+def _tree_flatten(tree: Any, where: str, op: str) -> tuple[list[Any], Any]:
+    """The arrays and Variables of a tuple/list/dict nest, in order, and its structure
+    (for agnograd.core._trees.unflatten_from)."""
     leaves, structure = flatten(tree)
     for i, leaf in enumerate(leaves):
         if not (isinstance(leaf, Variable) or is_array(leaf)):
@@ -22,7 +28,7 @@ def _tree_leaves(tree: Any, where: str, op: str = "value_and_grad") -> list[Any]
                 "differentiated arguments must be arrays or Variables, or tuples, lists or "
                 "dicts of them (convert Python numbers first, e.g. np.asarray(1.0))"
             )
-    return leaves
+    return leaves, structure
 
 
 def _tree_unflatten(tree: Any, leaves: Iterator[Any]) -> Any:
