@@ -56,7 +56,7 @@ class VariableNode(weakref.ref["Variable"]):
         "version",
     )
 
-    _tangent: tuple[Any, Any, Any]  # (level, tangent, the next entry or None)
+    _tangent: tuple[Any, Any, Any] | None  # (level, tangent, the next entry or None)
 
     # Nodes are equal only to themselves and hashed by identity (a weak reference
     # compares and hashes its referent).
@@ -91,6 +91,9 @@ class VariableNode(weakref.ref["Variable"]):
         # Weak references to the functions that take this node as an input
         # (note_consumer), for nnabla's Variable.function_references.
         self._consumers: list[weakref.ref[FunctionNode]] | None = None
+        # (Set, though a jvp reads it with a default: a missing slot costs the
+        # reader an exception. Nodes of eager results leave it unset, as _consumers.)
+        self._tangent = None
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         # copy.copy and copy.deepcopy make a node of the same Variable, as they did for
