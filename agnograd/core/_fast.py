@@ -216,16 +216,19 @@ if (
     and a1.dtype is real
     and a2.dtype is real
 ):
-    ty = None
-    if e1 is not None:
+    if e1 is not None and e2 is not None:
         t1 = e1[1]
-        ty = {tangent1}
-    if e2 is not None:
         t2 = e2[1]
-        t = {tangent2}
-        ty = t if ty is None else ty + t
-    if ty.shape != y.shape:  # an operand was broadcast
-        ty = xp.broadcast_to(ty, tuple(y.shape))
+        ty = {tangent1} + {tangent2}  # (of each operand's shape at least: y's)
+    else:
+        if e1 is not None:
+            t1 = e1[1]
+            ty = {tangent1}
+        else:
+            t2 = e2[1]
+            ty = {tangent2}
+        if ty.shape != y.shape:  # its operand was broadcast
+            ty = xp.broadcast_to(ty, tuple(y.shape))
     if ty.__class__ is not y.__class__:
         ty = xp.asarray(ty)
     var = _object_new(Variable)
@@ -398,6 +401,7 @@ def specialise_operator(
     reflected: bool = False,
     scalar_tangent: str | None = None,
     tangents: tuple[str, str] | None = None,
+    **names: Any,
 ) -> Any:
     """The function ``name(x1, x2)`` of a binary operator: ``node()`` applied to two
     arrays, whose forward is ``compute`` (of ``a1`` and ``a2``), or, where ``x2`` is
@@ -412,7 +416,7 @@ def specialise_operator(
     ``scalar_tangent`` (the expression of ``y``'s tangent from ``t``, that of a real
     ``data``) and ``tangents`` (the terms of ``t1`` and ``t2``, those of real ``a1``
     and ``a2``, whose sum is the tangent), a jvp's level gets them written in, as
-    ``specialise1``'s ``tangent``."""
+    ``specialise1``'s ``tangent``; ``names`` are what those expressions read."""
     parts = {"before": _OPERAND, "setup": "func._operand = None if operand is value else operand"}
     scalar = _own(
         _ONE,
@@ -432,4 +436,4 @@ def specialise_operator(
         "x1, x2 = x2, x1\n" if reflected else "",
         _own(_TWO, node, compute, push=push),
     )
-    return _render(f"{name}(x1, x2, /)", body, Node=node, Scalar=scalar_node)
+    return _render(f"{name}(x1, x2, /)", body, Node=node, Scalar=scalar_node, **names)

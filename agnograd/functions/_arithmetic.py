@@ -344,6 +344,7 @@ def _operator(
         reflected=scalar_node.reflected,
         scalar_tangent=_tangent_of(scalar_node, scalar),
         tangents=_tangent_of(node, f"a1 {node.symbol} a2"),
+        _gy=_gy,
     )
 
 
@@ -360,12 +361,20 @@ def _tangent_of(cls: Any, compute: str) -> Any:
             return compute.replace("data", "t").replace("operand", "value")
         k = int(cls.reflected)
         args = "value, data" if k else "data, value"
-        return None if cls.rules[k] is None else f"Scalar.rules[{k}](xp, {args}, y, t)"
+        return None if cls.rules[k] is None else _applied("Scalar", k, args, "t")
     if getattr(cls, "bilinear", False):
         return compute.replace("a1", "t1"), compute.replace("a2", "t2")
     if None in cls.rules:
         return None
-    return "Node.rules[0](xp, a1, a2, y, t1)", "Node.rules[1](xp, a1, a2, y, t2)"
+    return _applied("Node", 0, "a1, a2", "t1"), _applied("Node", 1, "a1, a2", "t2")
+
+
+def _applied(cls: str, k: int, args: str, t: str) -> str:
+    """The tangent of operand ``k`` by the rule of the class named ``cls``, of ``args``
+    and ``t``, read as the function runs; the rule that passes the gradient as it is
+    (``+``, and ``-``'s of its left operand) passes the tangent without a call."""
+    rule = f"{cls}.rules[{k}]"
+    return f"({t} if {rule} is _gy else {rule}(xp, {args}, y, {t}))"
 
 
 # The operators of Variable call these directly (an array on the left, the hot path).
