@@ -746,6 +746,35 @@ def test_function_inputs_unknown_name():
         ags.function_inputs(np, "nope")
 
 
+def test_function_inputs_is_built_once_per_what_it_depends_on():
+    # Tests draw it inside the test, at each example: the same strategy each time,
+    # another one for another dtype, function or namespace.
+    import array_api_strict as xps
+
+    log = ags.function_inputs(np, "log")
+    assert ags.function_inputs(np, "log") is log
+    assert ags.function_inputs(np, "log", dtype="float32") is not log
+    assert ags.function_inputs(xps, "log") is not log
+    assert ags.function_inputs(np, "log", function=np.log) is not log
+
+    @settings(max_examples=1, database=None)
+    @given(case=ags.function_inputs(np, "log", dtype="float32"))
+    def float32(case: ags.FunctionCase) -> None:
+        assert case.inputs[0].dtype == np.float32
+
+    float32()
+
+    class Unhashable:  # a function nothing can be kept for: built at each call
+        __hash__ = None  # type: ignore[assignment]
+
+        def __call__(self, x: Any) -> Any:
+            return np.log(x)
+
+    function = Unhashable()
+    built = ags.function_inputs(np, "log", function=function)
+    assert built is not ags.function_inputs(np, "log", function=function)
+
+
 def test_every_differentiable_function_has_a_domain():
     from agnograd.functions._table import DIFFERENTIABLE
 
