@@ -15,7 +15,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 from test_plugin_profiles import run as run_pytest
 
@@ -718,7 +718,10 @@ def test_a_dask_falsifying_example_shows_its_values():
     da = pytest.importorskip("dask.array")
     from hypothesis.vendor.pretty import pretty
 
-    @settings(max_examples=5, deadline=None, database=None)
+    # Reported as found, unshrunk, as the plugin runs property tests on Dask: the
+    # first example hypothesis tries is its simplest, and shrinking it again would
+    # build and print about a hundred Dask arrays.
+    @settings(max_examples=5, deadline=None, database=None, phases=[Phase.generate])
     @given(x=ags.arrays(da, shape=(2,)))
     def fails(x):
         raise AssertionError("always")
@@ -744,6 +747,35 @@ def test_a_case_with_a_scalar_type_argument_describes_itself():
 def test_function_inputs_unknown_name():
     with pytest.raises(KeyError, match="no input domain is registered for 'nope'"):
         ags.function_inputs(np, "nope")
+
+
+def test_function_inputs_is_built_once_per_what_it_depends_on():
+    # Tests draw it inside the test, at each example: the same strategy each time,
+    # another one for another dtype, function or namespace.
+    import array_api_strict as xps
+
+    log = ags.function_inputs(np, "log")
+    assert ags.function_inputs(np, "log") is log
+    assert ags.function_inputs(np, "log", dtype="float32") is not log
+    assert ags.function_inputs(xps, "log") is not log
+    assert ags.function_inputs(np, "log", function=np.log) is not log
+
+    @settings(max_examples=1, database=None)
+    @given(case=ags.function_inputs(np, "log", dtype="float32"))
+    def float32(case: ags.FunctionCase) -> None:
+        assert case.inputs[0].dtype == np.float32
+
+    float32()
+
+    class Unhashable:  # a function nothing can be kept for: built at each call
+        __hash__ = None  # type: ignore[assignment]
+
+        def __call__(self, x: Any) -> Any:
+            return np.log(x)
+
+    function = Unhashable()
+    built = ags.function_inputs(np, "log", function=function)
+    assert built is not ags.function_inputs(np, "log", function=function)
 
 
 def test_every_differentiable_function_has_a_domain():

@@ -12,6 +12,7 @@ indexing) and ``_domains_linalg.py`` (linear algebra and FFT).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -272,7 +273,7 @@ def function_inputs(
     >>> test_log()
     """
     from agnograd.testing._backends import default_float
-    from agnograd.testing.strategies import _compliant, _resolve_dtype, array_api_strategies
+    from agnograd.testing.strategies import _compliant, _resolve_dtype
 
     _load()
     if name not in _DOMAINS:
@@ -283,7 +284,20 @@ def function_inputs(
     if function is None:
         function = _agnograd_function(name)
     dtype = default_float(xp, device) if dtype is None else _resolve_dtype(xp, dtype, device)
-    ctx = Context(_compliant(xp), dtype, device, array_api_strategies(xp))
+    key = (_compliant(xp), name, dtype, device, function)
+    try:
+        hash(key)
+    except TypeError:  # an unhashable device or function: built for this call alone
+        return _cases(*key)
+    return _kept_cases(*key)
+
+
+def _cases(
+    xp: Any, name: str, dtype: Any, device: Any, function: Callable[..., Any]
+) -> st.SearchStrategy[FunctionCase]:
+    from agnograd.testing.strategies import array_api_strategies
+
+    ctx = Context(xp, dtype, device, array_api_strategies(xp))
     domain = _DOMAINS[name](ctx, name)
 
     # A composite, so that hypothesis reports a failing case by its describe()
@@ -293,6 +307,13 @@ def function_inputs(
         return draw(domain).with_function(function)
 
     return cases()
+
+
+# A strategy draws the same way each time it is drawn from, and tests draw
+# ``function_inputs(xp, name)`` inside the test, at each example: building it anew
+# costs more than drawing from it (hypothesis reads the source of each composite it
+# wraps). Kept per namespace, name, dtype, device and function, all that it depends on.
+_kept_cases = functools.lru_cache(maxsize=4096)(_cases)
 
 
 def _agnograd_function(name: str) -> Callable[..., Any]:
