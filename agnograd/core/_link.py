@@ -146,10 +146,10 @@ def link_source(keeps: Keeps | None = None) -> str:
         "func.rank = rank\n"
         "func.inputs = nodes\n"
         "var = _new_variable(y, True, func, rank + 1)\n"
-        "func.outputs = (_weakref(var._node),)\n"
+        "func.outputs = (_weakref(var._n),)\n"
         f"{keep}"
         "if _graph_writes:  # when its data was computed (see _versions.note_outputs)\n"
-        "    var._node.version = _graph_clock[0]\n"
+        "    var._n.version = _graph_clock[0]\n"
         "return var\n"
     )
 
