@@ -320,8 +320,8 @@ def _body(
 def _render(signature: str, body: str, **names: Any) -> Any:
     """The function ``def {signature}: {body}``, whose globals are ``names``, what
     all bodies read (_NAMES) and :data:`enabled` (which :func:`set_enabled` sets in
-    them). Globals, not a closure's cells: a call copies every cell into its frame
-    and releases them on return, a tenth of the cost of an operation."""
+    them). Globals, not a closure's cells, which a call copies into its frame and
+    releases on return (a few percent of an operation)."""
     namespace = {**_NAMES, **names, "enabled": enabled, "__builtins__": builtins}
     _rendered.append(namespace)
     source = f"def {signature}:\n" + textwrap.indent(body, "    ")

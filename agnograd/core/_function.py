@@ -409,7 +409,7 @@ class FunctionNode:
         for y in outputs:
             var = _new_variable(y, True, self, rank)
             made.append(var)
-            refs.append(_weakref(var._n))
+            refs.append(_weakref(var._node))
         self.outputs = tuple(refs)
         results = tuple(made)
         keep_for_backward(self, arrays, outputs)

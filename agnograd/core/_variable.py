@@ -9,7 +9,7 @@ import math
 import warnings
 import weakref
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import array_api_compat
 import numpy
@@ -25,9 +25,6 @@ from agnograd.core._variable_data import Data, _refuse_foreign_graph
 from agnograd.core._variable_graph import Graph, _can_require_grad
 from agnograd.core._variable_node import VariableNode
 from agnograd.core._variable_operators import Operators
-
-if TYPE_CHECKING:
-    pass
 
 
 class Variable(Data, Graph, Operators, Printing, NnablaInterface):
