@@ -778,6 +778,30 @@ def test_function_inputs_is_built_once_per_what_it_depends_on():
     assert built is not ags.function_inputs(np, "log", function=function)
 
 
+def test_function_inputs_follows_a_domain_registered_again():
+    # The strategies kept are built from the registered domains: registering another
+    # one for a name is followed, as is putting the old one back.
+    from agnograd.testing import _cases
+
+    drawn: list[Any] = []
+
+    @settings(max_examples=1, database=None)
+    @given(data=st.data())
+    def draw(data: Any) -> None:
+        drawn.append(data.draw(ags.function_inputs(np, "log")))
+
+    old = _cases._DOMAINS["log"]
+    exp_cases = ags.function_inputs(np, "exp")
+    try:
+        _cases.register_domain("log")(lambda ctx, name: exp_cases)
+        draw()
+        assert drawn[-1].name == "exp"
+    finally:
+        _cases.register_domain("log")(old)
+    draw()
+    assert drawn[-1].name == "log"
+
+
 def test_every_differentiable_function_has_a_domain():
     from agnograd.functions._table import DIFFERENTIABLE
 

@@ -222,6 +222,7 @@ def register_domain(*names: str) -> Callable[[Domain], Domain]:
     def decorate(domain: Domain) -> Domain:
         for name in names:
             _DOMAINS[name] = domain
+        _kept_cases.cache_clear()  # strategies built from the domains replaced
         return domain
 
     return decorate
