@@ -88,7 +88,10 @@ if x.__class__ is Variable and enabled{ready} and (not _graph_writes or {fresh})
     backprop, auto_forward, hooks = MODE.get()
     data = x._data
     node = x._n
-    xp = _namespaces.get(data.__class__)
+    try:
+        xp = _namespaces[data.__class__]
+    except KeyError:  # (a class not seen yet: the general path)
+        xp = None
     if (
         auto_forward
         and xp is not None
@@ -135,11 +138,14 @@ if (
     a2 = x2._data
     n1 = x1._n
     n2 = x2._n
-    xp = _namespaces.get(a1.__class__)
+    try:
+        xp = _namespaces[a1.__class__]
+    except KeyError:  # (see _ONE)
+        xp = None
     if (
         auto_forward
         and xp is not None
-        and _namespaces.get(a2.__class__) is xp
+        and (a2.__class__ is a1.__class__ or _namespaces.get(a2.__class__) is xp)
         and (
             not hooks
             or hooks.__class__ is LevelHooks{differentiable}

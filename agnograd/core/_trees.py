@@ -59,11 +59,12 @@ def flatten_into(tree: Any, leaves: list[Any]) -> Structure:
     """``tree``'s structure, its leaves appended to ``leaves`` (several trees into
     one list, as jit flattens its arguments)."""
     cls = tree.__class__
-    # Exact types first: the common case costs two comparisons.
+    # Exact types first: the common case costs two comparisons; a leaf among the items
+    # of a tuple or list (their common case) is taken without a call.
     if cls is tuple or cls is list:
-        return (cls, None, tuple([flatten_into(t, leaves) for t in tree]))
+        return (cls, None, tuple([_item(t, leaves) for t in tree]))
     if cls is dict:
-        return (dict, tuple(tree), tuple([flatten_into(t, leaves) for t in tree.values()]))
+        return (dict, tuple(tree), tuple([_item(t, leaves) for t in tree.values()]))
     if not isinstance(tree, _CONTAINERS):
         leaves.append(tree)
         return LEAF
@@ -73,6 +74,14 @@ def flatten_into(tree: Any, leaves: list[Any]) -> Structure:
             return (cls, tuple(tree), children, tree.default_factory)
         return (cls, tuple(tree), children)
     return (cls, None, tuple([flatten_into(t, leaves) for t in tree]))
+
+
+def _item(tree: Any, leaves: list[Any]) -> Structure:
+    """:func:`flatten_into` of an item of a container."""
+    if isinstance(tree, _CONTAINERS):
+        return flatten_into(tree, leaves)
+    leaves.append(tree)
+    return LEAF
 
 
 def unflatten(structure: Structure, leaves: Iterable[Any]) -> Any:

@@ -23,6 +23,7 @@ from agnograd.core._variable import Variable
 from agnograd.functions._core import conjugate, is_complex
 from agnograd.functions._operator_rows import operator_backward, scalar_backward
 from agnograd.functions._rows import Rows
+from agnograd.functions._rule_source import written_in
 
 ROWS = Rows(__name__)
 
@@ -342,39 +343,40 @@ def _operator(
         scalar,
         operand,
         reflected=scalar_node.reflected,
-        scalar_tangent=_tangent_of(scalar_node, scalar),
-        tangents=_tangent_of(node, f"a1 {node.symbol} a2"),
-        _gy=_gy,
+        scalar_tangent=_tangent_of(scalar_node, scalar, "Scalar"),
+        tangents=_tangent_of(node, f"a1 {node.symbol} a2", "Node"),
+        **{f"_Node{k}": rule for k, rule in enumerate(node.rules)},
+        **{f"_Scalar{k}": rule for k, rule in enumerate(scalar_node.rules)},
     )
 
 
-def _tangent_of(cls: Any, compute: str) -> Any:
+def _tangent_of(cls: Any, compute: str, name: str) -> Any:
     """The source of forward mode's tangent of the node class ``cls`` on real arrays,
     for the fast path (agnograd.core._fast), whose forward is ``compute``, read from
     its declaration as agnograd.transforms._tangent_rules reads it: a ``linear``
     class's forward of the tangent ``t``; a ``bilinear`` one's terms ``f(t1, a2)`` and
     ``f(a1, t2)``; else its ``rules`` with the tangent for the gradient (None where
     one is missing: the level's general rule then runs). The rules are read from the
-    class as the function runs, as its backward reads them."""
+    class, bound as ``name`` where the function runs, as its backward reads them."""
     if issubclass(cls, WithScalar):
         if getattr(cls, "linear", False):
             return compute.replace("data", "t").replace("operand", "value")
         k = int(cls.reflected)
         args = "value, data" if k else "data, value"
-        return None if cls.rules[k] is None else _applied("Scalar", k, args, "t")
+        return None if cls.rules[k] is None else _applied(cls, name, k, args, "t")
     if getattr(cls, "bilinear", False):
         return compute.replace("a1", "t1"), compute.replace("a2", "t2")
     if None in cls.rules:
         return None
-    return _applied("Node", 0, "a1, a2", "t1"), _applied("Node", 1, "a1, a2", "t2")
+    return _applied(cls, name, 0, "a1, a2", "t1"), _applied(cls, name, 1, "a1, a2", "t2")
 
 
-def _applied(cls: str, k: int, args: str, t: str) -> str:
-    """The tangent of operand ``k`` by the rule of the class named ``cls``, of ``args``
-    and ``t``, read as the function runs; the rule that passes the gradient as it is
-    (``+``, and ``-``'s of its left operand) passes the tangent without a call."""
-    rule = f"{cls}.rules[{k}]"
-    return f"({t} if {rule} is _gy else {rule}(xp, {args}, y, {t}))"
+def _applied(cls: Any, name: str, k: int, args: str, t: str) -> str:
+    """The tangent of operand ``k`` by the rule of ``cls`` (bound as ``name``), of
+    ``args`` and ``t``, read as the function runs: a rule of one expression written
+    in (that of ``+``, which passes the gradient as it is, passes the tangent)."""
+    rule = cls.rules[k]
+    return written_in(f"{name}.rules[{k}]", rule, f"_{name}{k}", f"xp, {args}, y, {t}")
 
 
 # The operators of Variable call these directly (an array on the left, the hot path).

@@ -19,6 +19,7 @@ from agnograd.core._function import symbolic as _symbolic
 from agnograd.core._link import kept_inputs, render
 from agnograd.core._variable import Variable
 from agnograd.functions._namespace import namespace_of
+from agnograd.functions._rule_source import written_in
 from agnograd.functions._standard import parse_signature, signature
 
 #: The rule of a unary function: ``rule(xp, x, y, gy) -> gx``.
@@ -334,11 +335,11 @@ def unary(
     node = type(cls_name, (Unary,), attrs)
     # The function, with the forward written in (agnograd.core._fast).
     # Forward mode's tangent of a real input: the rule with the tangent for the gradient.
-    tangent = "Node.rule(xp, data, y, t)"
+    tangent = written_in("Node.rule", rule, "_rule", "xp, data, y, t")
     if compute is None:
-        apply = specialise1(fn, node, f"xp.{fn}(data)", tangent)
+        apply = specialise1(fn, node, f"xp.{fn}(data)", tangent, _rule=rule)
     else:
-        apply = specialise1(fn, node, "compute(xp, data)", tangent, compute=compute)
+        apply = specialise1(fn, node, "compute(xp, data)", tangent, compute=compute, _rule=rule)
     apply.__name__ = apply.__qualname__ = fn
     apply.__module__ = module
     apply.__doc__ = doc

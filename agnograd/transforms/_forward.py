@@ -315,17 +315,20 @@ def _jvp(
                 "a tangent has its primal's shape"
             )
     backprop, auto_forward, hooks = MODE.get()
-    raw = not any(isinstance(p, Variable) for p in p_leaves)
     level = _Level(hooks.get(FORWARD_MODE))
     # Fresh Variables, linked to Variable primals (through the outer levels), so that
     # the tangents are the arguments' alone, not those of the same arrays captured by
     # func from outside.
-    args = [
-        _misc.Identity().apply((p,))[0] if isinstance(p, Variable) else _constant(p)
-        for p in p_leaves
-    ]
-    for arg, t in zip(args, t_leaves, strict=True):
+    raw = True
+    args = []
+    for p, t in zip(p_leaves, t_leaves, strict=True):
+        if isinstance(p, Variable):
+            raw = False
+            arg = _misc.Identity().apply((p,))[0]
+        else:
+            arg = _plain_variable(p)
         level.set(arg, _tangent_like(arg, t, op))
+        args.append(arg)
     token = MODE.set((backprop, auto_forward, level.hooks(hooks)))
     try:
         result = func(*unflatten_from(p_structure, iter(args)))
