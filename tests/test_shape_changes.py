@@ -323,7 +323,10 @@ def assert_same(got: list[Any], want: list[Any], what: str) -> None:
             continue
         assert a is not None, part
         assert (a.shape, a.dtype) == (b.shape, b.dtype), part
-        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=part)
+        # Most results are the same bits, which assert_allclose would pass: it costs a
+        # quarter of the sweep's time (~10,000 comparisons), array_equal a tenth of it.
+        if not np.array_equal(a, b, equal_nan=True):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=part)
 
 
 class Static:
