@@ -23,10 +23,12 @@ import atexit
 import functools
 import gc
 import importlib.util
+import inspect
 import os
 import shutil
 import sys
 import tempfile
+import types
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -75,6 +77,20 @@ if (
     atexit.register(shutil.rmtree, _JAX_CACHE["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 
 
+def _source_key(function: Any) -> tuple[Any, ...] | None:
+    """What hypothesis reads of ``function`` for its digest and its check of a
+    composite's first argument: the code (its source is found from the code's file and
+    first line), the names and the signature; ``None`` where something else can enter
+    (not a plain function, or one that names another through ``__wrapped__``)."""
+    if not isinstance(function, types.FunctionType) or hasattr(function, "__wrapped__"):
+        return None
+    try:
+        signature = repr(inspect.signature(function))
+    except (TypeError, ValueError):
+        return None
+    return (function.__code__, function.__name__, function.__qualname__, signature)
+
+
 def _digest_once() -> None:
     """Read each property test's source once for hypothesis's digests.
 
@@ -84,13 +100,18 @@ def _digest_once() -> None:
     lines, about 17 s of CPU over the session's 2,100 runs of property tests (most
     are one function parametrized over the declared functions and the libraries).
     The source cannot change during the session: its cleaning (a function of the
-    text alone) is kept per text, and each digest per function and test id. The
-    same bytes, computed once. Left alone where hypothesis no longer has these
-    private names.
+    text alone) is kept per text, and each digest per test id and what the digest
+    reads of the function (:func:`_source_key`), so that a test defined inside
+    another, a new function at each run of its parametrized parent, is read once
+    too. So is the source that ``st.composite`` parses to check that a strategy
+    uses its first argument (many are defined inside the functions that build
+    strategies). The same bytes and answers, computed once. Left alone where
+    hypothesis no longer has these private names.
     """
     try:
         import hypothesis.core as core
         import hypothesis.internal.reflection as reflection
+        import hypothesis.strategies._internal.core as strategies_core
     except ImportError:
         return
     digest = getattr(core, "function_digest", None)
@@ -99,19 +120,44 @@ def _digest_once() -> None:
         return
     reflection._clean_source = functools.lru_cache(maxsize=None)(clean)
     kept: weakref.WeakKeyDictionary[Any, dict[Any, bytes]] = weakref.WeakKeyDictionary()
+    # By code object: the code of a function defined inside another lives as long
+    # as the outer one, and ends the key, like a function in ``kept``.
+    by_code: dict[tuple[Any, ...], bytes] = {}
 
     @functools.wraps(digest)
     def function_digest(function: Any) -> bytes:
+        test_id = getattr(function, "_hypothesis_internal_add_digest", None)
+        key = _source_key(function)
+        if key is not None:
+            key = (*key, test_id)
+            if key not in by_code:
+                by_code[key] = digest(function)
+            return by_code[key]
         try:
             per_test = kept.setdefault(function, {})
         except TypeError:  # not weakly referenceable: computed each time, as before
             return bytes(digest(function))
-        test_id = getattr(function, "_hypothesis_internal_add_digest", None)
         if test_id not in per_test:
             per_test[test_id] = digest(function)
         return per_test[test_id]
 
     core.function_digest = function_digest
+
+    referenced = getattr(strategies_core, "is_first_param_referenced_in_function", None)
+    if referenced is None:
+        return
+    answers: dict[tuple[Any, ...], bool] = {}
+
+    @functools.wraps(referenced)
+    def is_first_param_referenced_in_function(f: Any) -> bool:
+        key = _source_key(f)
+        if key is None:
+            return bool(referenced(f))
+        if key not in answers:
+            answers[key] = referenced(f)
+        return answers[key]
+
+    strategies_core.is_first_param_referenced_in_function = is_first_param_referenced_in_function
 
 
 _digest_once()

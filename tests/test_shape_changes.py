@@ -323,7 +323,10 @@ def assert_same(got: list[Any], want: list[Any], what: str) -> None:
             continue
         assert a is not None, part
         assert (a.shape, a.dtype) == (b.shape, b.dtype), part
-        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=part)
+        # Most results are the same bits, which assert_allclose would pass: it costs a
+        # quarter of the sweep's time (~10,000 comparisons), array_equal a tenth of it.
+        if not np.array_equal(a, b, equal_nan=True):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=part)
 
 
 class Static:
@@ -375,6 +378,10 @@ def backend(request: pytest.FixtureRequest) -> str:
 def test_a_static_graph_follows_its_inputs_shapes(case: Case, backend: str) -> None:
     built = case.arrays(backend, BUILT)
     before, built_outputs = eager(case, built)
+    # Eager's answer for each change, the same for the three means (the arrays are
+    # seeded by the case and the shape), computed at the first: None where eager
+    # refuses the new shape.
+    eagerly: dict[str, tuple[list[np.ndarray | None], int] | None] = {}
     for means in MEANS:
         for change, shape in CHANGES.items():
             what = f"{means}, {change}"
@@ -384,12 +391,17 @@ def test_a_static_graph_follows_its_inputs_shapes(case: Case, backend: str) -> N
             assert_same(static.run(), before, f"{means}, built shape")
             arrays = case.arrays(backend, shape)
             static.feed(arrays)
-            try:
-                want, outputs = eager(case, arrays)
-            except Exception:  # the arguments do not fit the new shape: refused eagerly
+            if change not in eagerly:
+                try:
+                    eagerly[change] = eager(case, arrays)
+                except Exception:  # the arguments do not fit the new shape: refused eagerly
+                    eagerly[change] = None
+            expected = eagerly[change]
+            if expected is None:
                 with pytest.raises(Exception):  # noqa: B017, PT011 - eager's, whichever
                     static.run()
                 continue
+            want, outputs = expected
             if outputs != built_outputs:
                 assert case.name in REFUSED, f"{what}: {outputs} outputs, not {built_outputs}"
                 with pytest.raises(ValueError, match=case.name) as refused:
