@@ -50,7 +50,7 @@ class LevelHooks(dict[str, Any]):
     __slots__ = ("level",)
 
     def __init__(self, level: Any) -> None:
-        super().__init__({FORWARD_MODE: level})
+        self[FORWARD_MODE] = level
         self.level = level
 
 
