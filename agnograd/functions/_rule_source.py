@@ -1,7 +1,8 @@
 """A gradient rule's expression, for code generated around it.
 
-The rows declare each gradient rule as a lambda of one expression, such as
-``lambda xp, x, y, g: g * conjugate(xp, xp.cos(x))``. Forward mode's fast path
+The rows declare most gradient rules as one expression, a lambda such as
+``lambda xp, x, y, g: g * conjugate(xp, xp.cos(x))`` or a function of one
+``return`` (the operators'). Forward mode's fast path
 (agnograd.core._fast) computes the tangent of a real input by calling the rule with
 the tangent for the gradient: two Python calls (the rule's and ``conjugate``'s, which
 gives a real array itself) cost more than the arithmetic on a small array.
@@ -116,9 +117,9 @@ class _Rewrite(ast.NodeTransformer):
 def real_expression(rule: Any, *arguments: str) -> str | None:
     """The source of ``rule(*arguments)`` for real arrays, without a call: its
     lambda's expression with its parameters replaced by ``arguments`` (source text,
-    the last the gradient) and ``conjugate`` dropped. None where the rule is not a
-    lambda of its parameters, the namespace's functions, ``conjugate`` and real
-    numbers alone.
+    the last the gradient) and ``conjugate`` dropped. None where the rule is not one
+    expression (a lambda, or a function of one ``return``) of its parameters, the
+    namespace's functions, ``conjugate`` and real numbers alone.
 
     Examples
     --------
@@ -145,7 +146,7 @@ def real_expression(rule: Any, *arguments: str) -> str | None:
 
 def written_in(ref: str, rule: Any, name: str, arguments: str) -> str:
     """The source of the call ``ref(arguments)`` of a rule read as the code runs
-    (``Node.rule``), on real arrays (``arguments``: source, the gradient last):
+    (``Node.rule``), on real arrays (``arguments``: names, the gradient last):
     :func:`real_expression` of ``rule`` while ``ref`` is ``rule`` (bound to ``name``
     where the code runs), the call otherwise (a rule replaced on its class).
 

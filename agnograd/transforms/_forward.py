@@ -326,7 +326,7 @@ def _jvp(
             raw = False
             arg = _misc.Identity().apply((p,))[0]
         else:
-            arg = _plain_variable(p)
+            arg = _constant(p)
         level.set(arg, _tangent_like(arg, t, op))
         args.append(arg)
     token = MODE.set((backprop, auto_forward, level.hooks(hooks)))
