@@ -41,17 +41,25 @@ GENERAL_PATH_FILES = frozenset(
 
 
 @contextlib.contextmanager
+def fast_paths(enabled: bool) -> Iterator[None]:
+    """agnograd's own nodes through their fast paths or (False) through ``apply``,
+    the general path; as before after."""
+    was = _fast.enabled
+    _fast.set_enabled(enabled)
+    try:
+        yield
+    finally:
+        _fast.set_enabled(was)
+
+
+@contextlib.contextmanager
 def path_of_run(name: str) -> Iterator[None]:
     """Nothing for a ``fast`` run; the fast paths off for a ``general`` one."""
     if name == "fast":
         yield
         return
-    was = _fast.enabled
-    _fast.set_enabled(False)
-    try:
+    with fast_paths(False):
         yield
-    finally:
-        _fast.set_enabled(was)
 
 
 def computed_once(

@@ -13,15 +13,15 @@ general_path`` checks that the core's own tests also run with the fast paths off
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from _session import fast_paths
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -56,16 +56,6 @@ OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
-@contextlib.contextmanager
-def _switched(enabled: bool) -> Iterator[None]:
-    """Agnograd's own nodes through the fast path or (False) through ``apply``."""
-    _fast.set_enabled(enabled)
-    try:
-        yield
-    finally:
-        _fast.set_enabled(True)
-
-
 def _values(interval: Any, shape: tuple[int, ...], seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     v = rng.uniform(interval.low, interval.high, shape)
@@ -87,7 +77,7 @@ def _run_both(make: Callable[[], tuple[list[Any], Any]]) -> list[tuple[Any, ...]
     """``make()`` (leaves, output) on each path: what each path gives, to compare."""
     results = []
     for enabled in (True, False):
-        with _switched(enabled):
+        with fast_paths(enabled):
             leaves, y = make()
             record = [np.asarray(y.array).tolist(), _graph(y)]
             gs = agnograd.grad([F.sum(y * y)], leaves, enable_double_backprop=True)
@@ -174,7 +164,7 @@ def test_every_namespace_function_is_the_same_on_both_paths(case: Case, library:
     arrays = case.arrays(library, BUILT)
     results = []
     for enabled in (True, False):
-        with _switched(enabled):
+        with fast_paths(enabled):
             results.append(run_eagerly(case, arrays))
     (fast, n_fast), (general, n_general) = results
     assert n_fast == n_general
@@ -197,7 +187,7 @@ def test_the_fast_path_runs_and_can_be_switched_off(backend: Any, monkeypatch: A
     x = backend.variable([1.0, 2.0])
     F.tanh(x) * 2.0 + x
     assert calls == []  # three nodes, none through apply
-    with _switched(False):
+    with fast_paths(False):
         F.tanh(x) * 2.0 + x
     assert calls == ["Tanh", "MulConstant", "Add"]
 
@@ -259,7 +249,7 @@ def test_errors_are_the_same_on_both_paths(backend: Any) -> None:
     other = agnograd.Variable(np.ones(3) if backend.name != "numpy" else _strict_ones(3))
     messages = []
     for enabled in (True, False):
-        with _switched(enabled):
+        with fast_paths(enabled):
             with pytest.raises((InvalidType, RuntimeError, ValueError, TypeError)) as info:
                 a + b
             messages.append(f"{type(info.value).__name__}: {info.value}")
@@ -375,7 +365,7 @@ def test_a_node_keeps_what_the_gradients_of_the_inputs_that_require_one_read(fas
     f, first, second = KEEPS[name]
     a, b = np.array([1.5, -2.0]), np.array([0.5, 3.0])
     for needs, kept in (((True, False), first), ((False, True), second)):
-        with _switched(fast):
+        with fast_paths(fast):
             x1 = agnograd.Variable(a.copy(), requires_grad=needs[0])
             x2 = agnograd.Variable(b.copy(), requires_grad=needs[1])
             y = f(x1, x2)

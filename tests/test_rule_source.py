@@ -18,6 +18,8 @@ from agnograd.func import jvp
 from agnograd.functions import _rule_source
 from agnograd.functions._core import Unary, conjugate
 from agnograd.functions._rule_source import real_expression, written_in
+from agnograd.testing import backend_namespace
+from agnograd.testing._assertions import to_numpy
 
 
 def _rows() -> list[type[Unary]]:
@@ -38,19 +40,22 @@ WRITTEN = {
 }
 
 
+@pytest.mark.parametrize("backend", ["numpy", "array_api_strict", "torch"])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("row", WRITTEN, ids=lambda cls: cls.__name__)
-def test_the_expression_computes_what_the_rule_computes(row: type[Unary], dtype: str) -> None:
-    expression = WRITTEN[row]
+def test_the_expression_computes_what_the_rule_computes(
+    row: type[Unary], dtype: str, backend: str
+) -> None:
+    xp = backend_namespace(backend)
     rng = np.random.default_rng(0)
-    data = rng.uniform(0.1, 0.9, 7).astype(dtype)
-    t = rng.uniform(-1.0, 1.0, 7).astype(dtype)
+    data = xp.asarray(rng.uniform(0.1, 0.9, 7), dtype=getattr(xp, dtype))
+    t = xp.asarray(rng.uniform(-1.0, 1.0, 7), dtype=getattr(xp, dtype))
     with np.errstate(all="ignore"):  # (acosh: nan below 1, alike on both sides)
-        y = row.compute(np, data) if row.compute is not None else getattr(np, row.fn)(data)
-        want = row.rule(np, data, y, t)
-        got = eval(expression, {"xp": np, "data": data, "y": y, "t": t})
+        y = row.compute(xp, data) if row.compute is not None else getattr(xp, row.fn)(data)
+        want = row.rule(xp, data, y, t)
+        got = eval(WRITTEN[row], {"xp": xp, "data": data, "y": y, "t": t})
     assert got.dtype == want.dtype
-    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(to_numpy(got), to_numpy(want))
 
 
 def test_the_common_rows_are_written_in() -> None:

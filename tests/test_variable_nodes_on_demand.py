@@ -4,29 +4,17 @@ jvp. Whatever asks sees the node it would have seen had it been made at once."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import pickle
 import weakref
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from _session import fast_paths
 
 import agnograd
 import agnograd.functions as F
 from agnograd import Variable, VariableNode
-from agnograd.core import _fast
-
-
-@contextlib.contextmanager
-def _path(fast: bool) -> Iterator[None]:
-    _fast.set_enabled(fast)
-    try:
-        yield
-    finally:
-        _fast.set_enabled(True)
-
 
 PATHS = pytest.mark.parametrize("fast", [True, False], ids=["fast", "general"])
 
@@ -37,7 +25,7 @@ def _constant(backend, values):
 
 @PATHS
 def test_a_result_of_no_graph_gets_its_node_when_asked(backend, fast):
-    with _path(fast):
+    with fast_paths(fast):
         y = F.tanh(_constant(backend, [0.5, 1.0])) * 2.0
     assert y._n is None  # nothing made yet
     assert y.requires_grad is False
@@ -58,7 +46,7 @@ def test_a_result_of_no_graph_gets_its_node_when_asked(backend, fast):
 @PATHS
 def test_a_variable_of_no_graph_joins_a_graph_on_either_side(backend, fast):
     x = Variable(backend.asarray([1.0, 2.0]))
-    with _path(fast):
+    with fast_paths(fast):
         c = F.exp(_constant(backend, [0.5, -1.0]))
         y = F.sum(x * c + c * x + (x + c))
     y.backward()
@@ -86,7 +74,7 @@ def test_a_node_made_inside_a_jvp_takes_over_the_tangent(fast):
             assert b.node.name == "b"
         return b * 3.0 + b
 
-    with _path(fast):
+    with fast_paths(fast):
         y, t = agnograd.func.jvp(lambda a: f(a, ask=False), (x,), (v,))
         y2, t2 = agnograd.func.jvp(lambda a: f(a, ask=True), (x,), (v,))
     np.testing.assert_allclose(t, 4 * np.cos(x) * v)
