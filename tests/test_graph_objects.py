@@ -36,7 +36,7 @@ def test_a_nodes_inputs_read_back_as_they_were_set() -> None:
     f = F.sin(agnograd.Variable(np.ones(2))).creator_node
     (a,) = f.inputs
     assert f.inputs == (a,)
-    for value in [(a, a), (a, a, a), [a], (), None, (a,)]:
+    for value in [(a, a), (a, a, a), [a], (), None, (None, a), (a, None), (a,)]:
         f.inputs = value
         assert f.inputs == value
         assert f.inputs.__class__ is value.__class__

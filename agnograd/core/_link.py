@@ -43,7 +43,12 @@ def inputs_of(func: Any) -> Any:
 
 def set_inputs(func: Any, nodes: Any) -> None:
     """Set ``FunctionNode.inputs`` (see :func:`inputs_of`)."""
-    if nodes.__class__ is tuple and 0 < len(nodes) < 3 and nodes[-1] is not None:
+    if (
+        nodes.__class__ is tuple
+        and 0 < len(nodes) < 3
+        and None is not nodes[0]
+        and None is not nodes[-1]
+    ):
         func._node_in0 = nodes[0]
         func._node_in1 = nodes[1] if len(nodes) == 2 else None
         func._node_ins = None
