@@ -98,7 +98,8 @@ def _run(
             func = pop(heap)[2]
         else:
             break
-        in_nodes = func.inputs
+        x0, x1 = func._node_in0, func._node_in1  # func.inputs, without the property's call
+        in_nodes: Any = func._node_ins if x0 is None else (x0,) if x1 is None else (x0, x1)
         if in_nodes is None:
             raise RuntimeError(f"backward reached {func.label}, which was unchained")
         outputs: Any = func.outputs  # set with the inputs

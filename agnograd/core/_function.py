@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agnograd.backends._backend import Array, _namespaces
-from agnograd.core import _debug, _extension, _graph, _versions
+from agnograd.core import _debug, _extension, _graph, _link, _versions
 from agnograd.core import _type_check as type_check
 from agnograd.core._config import FORWARD_MODE, HOOKS, MODE
 from agnograd.core._function_checks import (
@@ -75,7 +75,14 @@ class FunctionNode:
 
     # What a node keeps. The class holds the defaults, so that making a node costs no
     # Python-level __init__ or __new__; apply sets the values of the nodes it links.
-    inputs: tuple[VariableNode, ...] | None = None
+    # Its input nodes: one or two (the common case) in _node_in0 and _node_in1, not in
+    # a tuple that Python's collector would track for each node; else _node_ins.
+    _node_in0: VariableNode | None = None
+    _node_in1: VariableNode | None = None
+    _node_ins: Any = None
+    inputs: tuple[VariableNode, ...] | None = property(  # type: ignore[assignment]
+        _link.inputs_of, _link.set_inputs, doc="The input nodes, or None."
+    )
     outputs: tuple[weakref.ref[VariableNode], ...] | None = None
     rank: int = 0
     xp: Any = None

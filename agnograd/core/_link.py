@@ -29,6 +29,34 @@ _graph_clock = _versions.graph_clock
 
 _IN_ORDER = {n: tuple(range(n)) for n in range(1, 9)}
 
+
+def inputs_of(func: Any) -> Any:
+    """``FunctionNode.inputs``: its input nodes, a tuple (None before it links, or
+    once unchained). One or two are kept in attributes, not a tuple, which Python's
+    collector would track for each node of a graph and walk in each full collection."""
+    x0 = func._node_in0
+    if x0 is None:
+        return func._node_ins
+    x1 = func._node_in1
+    return (x0,) if x1 is None else (x0, x1)
+
+
+def set_inputs(func: Any, nodes: Any) -> None:
+    """Set ``FunctionNode.inputs`` (see :func:`inputs_of`)."""
+    if (
+        nodes.__class__ is tuple
+        and 0 < len(nodes) < 3
+        and None is not nodes[0]
+        and None is not nodes[-1]
+    ):
+        func._node_in0 = nodes[0]
+        func._node_in1 = nodes[1] if len(nodes) == 2 else None
+        func._node_ins = None
+    else:
+        func._node_in0 = func._node_in1 = None
+        func._node_ins = nodes
+
+
 # What a node keeps for backward of the inputs ``retain_in`` and the outputs
 # ``retain_out``, one of which is not empty, and their versions ({versions}); the
 # lines {kept_out} choose of its outputs (_KEPT_OUT_ONE, _KEPT_OUT_ANY).
@@ -144,7 +172,7 @@ def link_source(keeps: Keeps | None = None) -> str:
             )
     return (
         "func.rank = rank\n"
-        "func.inputs = nodes\n"
+        f"{_SET_INPUTS.get(keeps[2] if keeps else None, 'set_inputs(func, nodes)')}\n"
         "var = _new_variable(y, True, func, rank + 1)\n"
         "func.outputs = (_weakref(var._n),)\n"
         f"{keep}"
@@ -153,6 +181,12 @@ def link_source(keeps: Keeps | None = None) -> str:
         "return var\n"
     )
 
+
+# What LINK writes for a class of one or two inputs (see inputs_of).
+_SET_INPUTS: dict[int | None, str] = {
+    1: "func._node_in0 = node",
+    2: "func._node_in0 = n1\nfunc._node_in1 = n2",
+}
 
 #: :func:`link_source` for any node: what it keeps is read from it.
 LINK = link_source()
@@ -183,6 +217,7 @@ _UNMOVED_AGAIN = """\
 #: The names that :data:`LINK` reads besides its arguments: this module's.
 LINK_NAMES = (
     "_new_variable",
+    "set_inputs",
     "_weakref",
     "_IN_ORDER",
     "_uncounted",

@@ -169,7 +169,15 @@ def _transposed(func: Any, xs: Any, ys: Any, ts: Any, xp: Any, watched: bool) ->
 def _fresh(func: Any) -> Any:
     """A copy of ``func`` as it was before it ran: not linked into any graph."""
     node = copy.copy(func)
-    for name in ("inputs", "outputs", "_saved_inputs", "_saved_outputs", "_saved_versions"):
+    for name in (
+        "_node_in0",
+        "_node_in1",
+        "_node_ins",
+        "outputs",
+        "_saved_inputs",
+        "_saved_outputs",
+        "_saved_versions",
+    ):
         node.__dict__.pop(name, None)
     return node
 
