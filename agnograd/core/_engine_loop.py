@@ -54,7 +54,8 @@ def _run(
     if clear_buffer:
         count_clear()
     grads: dict[VariableNode, Any] = {}
-    heap: list[tuple[int, int, FunctionNode]] = []  # (-rank, order queued, node)
+    # (-rank, order queued, node, the output node that queued it)
+    heap: list[tuple[int, int, FunctionNode, VariableNode]] = []
     order = itertools.count()
     relevant = relevant_functions([n for n, _ in seeds], targets) if targets is not None else None
     collected: dict[VariableNode, Any] = {}  # what reached a target (grad())
@@ -87,29 +88,37 @@ def _run(
     # its order: it runs next without the heap where no node in the heap comes first
     # (of a higher rank, or of its rank and queued before it), as the heap would.
     after: FunctionNode | None = None
+    after_out: Any = None  # the output node that queued it
     after_queued = 0
     while True:
         if after is not None:
-            func = after
+            func, out = after, after_out
             after = None
             if heap and -heap[0][0] >= func.rank:
-                func = pushpop(heap, (-func.rank, after_queued, func))[2]
+                _, _, func, out = pushpop(heap, (-func.rank, after_queued, func, out))
         elif heap:
-            func = pop(heap)[2]
+            _, _, func, out = pop(heap)
         else:
             break
         x0, x1 = func._node_in0, func._node_in1  # func.inputs, without the property's call
         in_nodes: Any = func._node_ins if x0 is None else (x0,) if x1 is None else (x0, x1)
         if in_nodes is None:
             raise RuntimeError(f"backward reached {func.label}, which was unchained")
-        outputs: Any = func.outputs  # set with the inputs
+        outputs: Any = func._node_outs  # (None: its one output is out, see outputs_of)
         gys: Any
-        if plain and len(outputs) == 1:  # the common case (a node gone: no gradient)
-            gys = grads.pop(outputs[0](), None)
+        if outputs is None and plain:  # the common case: a node of the fast path
+            gys = grads.pop(out, None)
             if gys is None:
                 continue  # no gradient reached it
             gys = (gys,)
+        elif plain and len(outputs) == 1:  # (a node gone: no gradient)
+            gys = grads.pop(outputs[0](), None)
+            if gys is None:
+                continue
+            gys = (gys,)
         else:
+            if outputs is None:  # the routes below read func.outputs
+                func._node_outs = (weakref.ref(out),)
             gys = _output_grads(func, grads, targets, collected, retain_grad)
             if gys is None:
                 continue  # none reached it, or it ran already (queued by two outputs)
@@ -129,10 +138,13 @@ def _run(
                 _extension.define_then_run.restore(func)
             if func._plain_backward and not special:
                 gxs = func.backward(indexes, gys)
-            elif special:
-                gxs = _call_backward(func, in_nodes, indexes, gys, double, False, grads)
             else:
-                gxs = node_backward(func, in_nodes, indexes, gys, grads)
+                if func._node_outs is None:  # (they read func.outputs)
+                    func._node_outs = (weakref.ref(out),)
+                if special:
+                    gxs = _call_backward(func, in_nodes, indexes, gys, double, False, grads)
+                else:
+                    gxs = node_backward(func, in_nodes, indexes, gys, grads)
         except Exception as error:
             if function_symbolic.get():
                 raise GradientNeedsDataError(
@@ -148,6 +160,8 @@ def _run(
             raise
         del gys
         if clear_buffer:
+            if func._node_outs is None:
+                func._node_outs = (weakref.ref(out),)
             _free(func, keep)
         if gxs.__class__ is not tuple or len(gxs) != len(indexes):
             gxs = per_target(func, gxs, indexes, n_in)
@@ -179,14 +193,14 @@ def _run(
             # The first gradient of x: its creator is queued (as _add does, written
             # out here, where every gradient passes: the call cost 10 % of the loop).
             grads[x] = gx
-            creator = x.creator_node
+            creator = x._creator
             if creator is not None and (relevant is None or creator in relevant):
                 queued += 1
                 if after is None:
-                    after = creator
+                    after, after_out = creator, x
                     after_queued = queued
                 else:
-                    push(heap, (-creator.rank, queued, creator))
+                    push(heap, (-creator.rank, queued, creator, x))
         del gxs
     if targets is not None:
         collected.update((node, g) for node, g in grads.items() if node in targets)
@@ -214,7 +228,7 @@ dropped: weakref.WeakSet[FunctionNode] = weakref.WeakSet()
 
 def _add(
     grads: dict[VariableNode, Any],
-    heap: list[tuple[int, int, FunctionNode]],
+    heap: list[tuple[int, int, FunctionNode, VariableNode]],
     order: Iterator[int],
     relevant: set[FunctionNode] | None,
     x: VariableNode,
@@ -227,9 +241,9 @@ def _add(
         grads[x] = prev + gx
         return
     grads[x] = gx
-    creator = x.creator_node
+    creator = x._creator
     if creator is not None and (relevant is None or creator in relevant):
-        heapq.heappush(heap, (-creator.rank, next(order), creator))
+        heapq.heappush(heap, (-creator.rank, next(order), creator, x))
 
 
 def _output_grads(

@@ -62,7 +62,7 @@ def set_enabled(on: bool) -> None:
 # while some memory written in place is alive: it is a leaf, or was computed after
 # the last such write. Only Variables computed before a write take the general path.
 # (A Variable without a node is of no graph: it has no creator.)
-_FRESH = "({0}._n is None or {0}._n.version == _graph_clock[0] or {0}._n.creator_node is None)"
+_FRESH = "({0}._n is None or {0}._n.version == _graph_clock[0] or {0}._n._creator is None)"
 
 # Whether either input of _TWO requires a gradient (one of no graph has no node).
 _WANTED2 = "(n1 is not None and n1.requires_grad or n2 is not None and n2.requires_grad)"
@@ -317,7 +317,7 @@ def _body(
         before="func.xp = xp" if given else before.replace("\n", "\n" + " " * 8),
         made=made.replace("\n", "\n" + " " * 12),
         push=textwrap.indent(push.format(made=made, plain=_PLAIN_IN_PUSH), " " * 12),
-        link=textwrap.indent(_link.link_source(keeps), " " * 12),
+        link=textwrap.indent(_link.link_source(keeps, record_output=False), " " * 12),
         plain=textwrap.indent(_PLAIN, " " * 8),
         wanted=_WANTED2,
     )

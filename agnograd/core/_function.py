@@ -75,15 +75,18 @@ class FunctionNode:
 
     # What a node keeps. The class holds the defaults, so that making a node costs no
     # Python-level __init__ or __new__; apply sets the values of the nodes it links.
-    # Its input nodes: one or two (the common case) in _node_in0 and _node_in1, not in
-    # a tuple that Python's collector would track for each node; else _node_ins.
+    # Its inputs and outputs are properties over attributes that the hot paths read
+    # (see _link.inputs_of and outputs_of): a graph's collector walks what nodes hold.
     _node_in0: VariableNode | None = None
     _node_in1: VariableNode | None = None
     _node_ins: Any = None
+    _node_outs: tuple[weakref.ref[VariableNode], ...] | None = None
     inputs: tuple[VariableNode, ...] | None = property(  # type: ignore[assignment]
         _link.inputs_of, _link.set_inputs, doc="The input nodes, or None."
     )
-    outputs: tuple[weakref.ref[VariableNode], ...] | None = None
+    outputs: tuple[weakref.ref[VariableNode], ...] | None = property(  # type: ignore[assignment]
+        _link.outputs_of, _link.set_outputs, doc="Weak references to the output nodes, or None."
+    )
     rank: int = 0
     xp: Any = None
     _saved_inputs: tuple[Any, ...] | None = None
@@ -411,14 +414,8 @@ class FunctionNode:
         self.rank = rank
         self.inputs = nodes if nodes.__class__ is tuple else tuple(nodes)
         rank += 1
-        made = []
-        refs = []
-        for y in outputs:
-            var = _new_variable(y, True, self, rank)
-            made.append(var)
-            refs.append(_weakref(var._node))
-        self.outputs = tuple(refs)
-        results = tuple(made)
+        results = tuple([_new_variable(y, True, self, rank) for y in outputs])
+        self.outputs = tuple([_weakref(var._node) for var in results])
         keep_for_backward(self, arrays, outputs)
         if _graph_writes:
             _versions.note_outputs(results)

@@ -60,9 +60,10 @@ def relevant_functions(
     that is every node the seeds reach and every input that requires a gradient is
     a target or has a creator: nothing to prune, and the backward loop then asks each
     node what backward's asks (the same gradients, fewer questions)."""
+    # (It reads creators as the engine does, _creator: it records no node's outputs.)
     funcs: list[FunctionNode] = []
     seen: set[FunctionNode] = set()
-    stack = [n.creator_node for n in seeds if n.creator_node is not None]
+    stack = [n._creator for n in seeds if n._creator is not None]
     # Whether every node has an input that is a target or has a creator, and no
     # input outside the targets is a leaf that requires a gradient: then every node
     # is on a path to a target (by rank: a creator's is lower), and the loop asks
@@ -75,8 +76,9 @@ def relevant_functions(
         seen.add(f)
         funcs.append(f)
         reaches = False
-        for x in f.inputs or ():
-            creator = x.creator_node
+        x0, x1 = f._node_in0, f._node_in1  # f.inputs, without the property's call
+        for x in (f._node_ins or ()) if x0 is None else (x0,) if x1 is None else (x0, x1):
+            creator = x._creator
             if creator is not None:
                 stack.append(creator)
                 reaches = True
@@ -90,6 +92,6 @@ def relevant_functions(
         return None
     relevant: set[FunctionNode] = set()
     for f in sorted(funcs, key=lambda f: f.rank):
-        if any(x in targets or x.creator_node in relevant for x in f.inputs or ()):
+        if any(x in targets or x._creator in relevant for x in f.inputs or ()):
             relevant.add(f)
     return relevant

@@ -57,6 +57,26 @@ def set_inputs(func: Any, nodes: Any) -> None:
         func._node_ins = nodes
 
 
+def outputs_of(func: Any) -> Any:
+    """``FunctionNode.outputs``: weak references to its output nodes (None before it
+    links). A node of one output that the fast path linked keeps none: the engine
+    knows its output as the node that queued it, and its output's ``creator_node``
+    sets them when read (every route to a node but the engine's goes through it)."""
+    outs = func._node_outs
+    if outs is None and (func._node_in0 is not None or func._node_ins is not None):
+        raise RuntimeError(
+            f"{func.label}.outputs: this node was reached without its output's "
+            "creator_node, which records its output (agnograd's fast path keeps no "
+            "reference to it); read the node as y.creator_node"
+        )
+    return outs
+
+
+def set_outputs(func: Any, refs: Any) -> None:
+    """Set ``FunctionNode.outputs`` (see :func:`outputs_of`)."""
+    func._node_outs = refs
+
+
 # What a node keeps for backward of the inputs ``retain_in`` and the outputs
 # ``retain_out``, one of which is not empty, and their versions ({versions}); the
 # lines {kept_out} choose of its outputs (_KEPT_OUT_ONE, _KEPT_OUT_ANY).
@@ -124,7 +144,7 @@ _KEPT_COUNTS = "{} + {}".format(
 Keeps = tuple[tuple[int, ...], tuple[int, ...], int, tuple[tuple[int, ...], ...] | None]
 
 
-def link_source(keeps: Keeps | None = None) -> str:
+def link_source(keeps: Keeps | None = None, record_output: bool = True) -> str:
     """The source of how the node ``func`` links into the graph the one output ``y``
     that its forward computed from ``arrays`` (of the input nodes ``nodes``, of
     namespace ``xp``, their largest rank ``rank``): its output Variable, and what it
@@ -133,7 +153,9 @@ def link_source(keeps: Keeps | None = None) -> str:
     With ``keeps`` (see :data:`Keeps`), what the class keeps is written in, else
     read from the node. A class whose inputs' gradients read different inputs keeps
     it all where every input requires a gradient, and only what those that do read
-    otherwise (see ``FunctionNode._gradient_reads``).
+    otherwise (see ``FunctionNode._gradient_reads``). With ``record_output`` False
+    (the fast paths'), the node keeps no reference to its output (see
+    :func:`outputs_of`).
 
     Examples
     --------
@@ -174,7 +196,7 @@ def link_source(keeps: Keeps | None = None) -> str:
         "func.rank = rank\n"
         f"{_SET_INPUTS.get(keeps[2] if keeps else None, 'set_inputs(func, nodes)')}\n"
         "var = _new_variable(y, True, func, rank + 1)\n"
-        "func.outputs = (_weakref(var._n),)\n"
+        f"{'func._node_outs = (_weakref(var._n),)' if record_output else ''}\n"
         f"{keep}"
         "if _graph_writes:  # when its data was computed (see _versions.note_outputs)\n"
         "    var._n.version = _graph_clock[0]\n"

@@ -23,7 +23,8 @@ from agnograd.core._nnabla import NnablaInterface
 from agnograd.core._printing import Printing, to_numpy
 from agnograd.core._variable_data import Data, _refuse_foreign_graph
 from agnograd.core._variable_graph import Graph, _can_require_grad
-from agnograd.core._variable_node import VariableNode
+from agnograd.core._variable_node import VariableNode, shared_shape
+from agnograd.core._variable_node import shapes as _shapes
 from agnograd.core._variable_operators import Operators
 
 
@@ -518,12 +519,12 @@ def _new_variable(data: Any, requires_grad: bool, creator: Any, rank: int) -> Va
     var._grad_var = None
     node = _ref_new(VariableNode, var)
     node._link = None
-    node.creator_node = creator
+    node._creator = creator
     node._data = None
     node.name = None
     node.requires_grad = requires_grad
     node.rank = rank
-    node.shape = shape if isinstance(shape, tuple) else tuple(shape)  # torch.Size is one
+    node.shape = _shapes.get(shape) or shared_shape(shape)  # (a plain tuple, never torch.Size)
     node.dtype = data.dtype
     node.persistent = False
     node.moved = False
@@ -560,12 +561,12 @@ def _empty_variable(
     var._grad_var = None
     node = _ref_new(VariableNode, var)
     node._link = None
-    node.creator_node = creator
+    node._creator = creator
     node._data = None
     node.name = None
     node.requires_grad = requires_grad
     node.rank = rank
-    node.shape = shape
+    node.shape = None if shape is None else _shapes.get(shape) or shared_shape(shape)
     node.dtype = dtype
     node.persistent = False
     node.moved = False

@@ -38,14 +38,15 @@ class VariableNode(weakref.ref["Variable"]):
     # ``_link`` replaces that reference where an in-place operation gives the node
     # another Variable: read the Variable through :attr:`_variable` (or get_variable).
     # ``_tangent``, unset but inside a jvp, holds forward mode's tangents of the
-    # Variable (agnograd.transforms._forward).
+    # Variable (agnograd.transforms._forward). ``_creator`` is :attr:`creator_node`,
+    # which the hot paths read without the property's call.
     __slots__ = (
         "__weakref__",
         "_consumers",
+        "_creator",
         "_data",
         "_link",
         "_tangent",
-        "creator_node",
         "dtype",
         "moved",
         "name",
@@ -73,7 +74,7 @@ class VariableNode(weakref.ref["Variable"]):
         self, variable: Variable, name: str | None = None, *, requires_grad: bool = True
     ) -> None:
         self._link: Any = None
-        self.creator_node: FunctionNode | None = None
+        self._creator: FunctionNode | None = None
         self._data: Any = None
         self.name = name
         self.requires_grad = bool(requires_grad)  # the engine looks its indexes up by it
@@ -115,6 +116,33 @@ class VariableNode(weakref.ref["Variable"]):
     @_variable.setter
     def _variable(self, ref: Any) -> None:
         self._link = ref
+
+    @property
+    def creator_node(self) -> FunctionNode | None:
+        """The :class:`FunctionNode` that computed this node's Variable (``None`` for a
+        leaf). Set it with :meth:`set_creator_node`, which also sets the rank.
+
+        A node that agnograd's fast path linked keeps no reference to its output (one
+        object fewer per operation for Python's collector to walk): this is where it
+        learns it, as its ``outputs`` (see ``FunctionNode.outputs``).
+
+        Examples
+        --------
+        >>> import numpy as np, agnograd
+        >>> x = agnograd.Variable(np.ones(2))
+        >>> y = agnograd.functions.sin(x)
+        >>> f = y.node.creator_node
+        >>> f.label, f.outputs[0]() is y.node, x.node.creator_node is None
+        ('Sin', True, True)
+        """
+        func = self._creator
+        if func is not None and func._node_outs is None and func.inputs is not None:
+            func._node_outs = (weakref.ref(self),)
+        return func
+
+    @creator_node.setter
+    def creator_node(self, func: FunctionNode | None) -> None:
+        self._creator = func
 
     @property
     def creator(self) -> Any:
@@ -254,6 +282,32 @@ def note_consumer(func: FunctionNode, nodes: tuple[VariableNode, ...]) -> None:
             live = [r for r in refs if r() is not None]
             if len(live) <= n // 2:
                 refs[:] = live
+
+
+#: One tuple per shape for the nodes that agnograd makes (see :func:`shared_shape`).
+shapes: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+
+def shared_shape(shape: Any) -> tuple[Any, ...]:
+    """``tuple(shape)``, the same tuple for every node of that shape, which
+    :data:`shapes` keeps (4,096 at most: it starts again when full). A full collection
+    reads every object that a tracked object points to, and a graph's nodes then point
+    to a few tuples, not one each.
+
+    Examples
+    --------
+    >>> from agnograd.core._variable_node import shared_shape
+    >>> shared_shape([2, 3]) is shared_shape((2, 3))
+    True
+    """
+    shape = tuple(shape)
+    found = shapes.get(shape)
+    if found is not None:
+        return found
+    if len(shapes) >= 4096:
+        shapes.clear()
+    shapes[shape] = shape
+    return shape
 
 
 def clear_node_data(node: VariableNode) -> None:

@@ -173,7 +173,7 @@ def _fresh(func: Any) -> Any:
         "_node_in0",
         "_node_in1",
         "_node_ins",
-        "outputs",
+        "_node_outs",
         "_saved_inputs",
         "_saved_outputs",
         "_saved_versions",
