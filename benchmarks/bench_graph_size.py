@@ -103,7 +103,7 @@ def tracked_per_op(ops: int = 1000) -> float:
 
 def main(argv: list[str]) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
+    p.add_argument("--rounds", type=int, default=7, help="rounds (default 7)")
     p.add_argument(
         "--sizes",
         default=",".join(map(str, SIZES)),
