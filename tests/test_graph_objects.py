@@ -3,6 +3,7 @@ collection walks them all, so a big graph's cost per operation grows with them).
 
 from __future__ import annotations
 
+import copy
 import gc
 
 import numpy as np
@@ -53,6 +54,37 @@ def test_a_torch_nodes_shape_is_a_plain_shared_tuple() -> None:
     assert a.node.shape is b.node.shape
 
 
+def test_a_shape_of_other_integers_is_not_handed_to_other_nodes() -> None:
+    # NumPy's integers equal ints: a define-then-run reshape to them must not give
+    # their types to the next node of that shape.
+    x = agnograd.Variable(shape=(29 * 31,), need_grad=True)  # (a shape no other test takes)
+    with agnograd.auto_forward(False):
+        y = F.reshape(x, (np.int64(29), 31))
+    z = F.tanh(agnograd.Variable(np.ones((29, 31))))
+    assert [n.__class__ for n in z.node.shape] == [int, int]
+    assert y.node.shape == z.node.shape
+
+
+def test_a_shape_that_infer_gives_as_a_list_is_taken() -> None:
+    class Double(agnograd.FunctionNode):
+        def forward(self, inputs):  # type: ignore[no-untyped-def]
+            return (inputs[0] * 2,)
+
+        def backward(self, indexes, gys):  # type: ignore[no-untyped-def]
+            return (gys[0] * 2,)
+
+        def infer(self, inputs):  # type: ignore[no-untyped-def]
+            return ((list(inputs[0].shape), inputs[0].dtype),)
+
+    x = agnograd.Variable(shape=(3,), need_grad=True)
+    with agnograd.auto_forward(False):
+        y = Double().apply((x,))[0]
+    assert y.node.shape == (3,)
+    x.d = np.ones(3, np.float32)
+    y.forward()
+    np.testing.assert_array_equal(y.d, np.full(3, 2.0, np.float32))
+
+
 def test_the_shared_shapes_are_bounded() -> None:
     for n in range(5000):
         assert shared_shape([n, 1]) == (n, 1)
@@ -69,6 +101,16 @@ def test_a_fast_nodes_output_is_recorded_when_its_creator_is_read() -> None:
     assert f.outputs is not None
     assert [ref() for ref in f.outputs] == [y.node]
     assert y.node._creator is f
+
+
+def test_a_copy_of_an_output_node_does_not_take_its_place() -> None:
+    # A copy shares the creator: read first, it must not be recorded as the output.
+    x = agnograd.Variable(np.ones(3))
+    y = F.sin(x)
+    twin = copy.copy(y.node)
+    assert twin.creator_node is y.creator_node
+    y.backward()
+    np.testing.assert_allclose(x.grad, np.cos(np.ones(3)))
 
 
 def _backward_routes(fast: bool) -> list[object]:

@@ -566,7 +566,7 @@ def _empty_variable(
     node.name = None
     node.requires_grad = requires_grad
     node.rank = rank
-    node.shape = None if shape is None else _shapes.get(shape) or shared_shape(shape)
+    node.shape = None if shape is None else shared_shape(shape)  # (a list, from infer)
     node.dtype = dtype
     node.persistent = False
     node.moved = False

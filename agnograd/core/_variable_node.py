@@ -100,6 +100,7 @@ class VariableNode(weakref.ref["Variable"]):
         # copy.copy and copy.deepcopy make a node of the same Variable, as they did for
         # a node that held a weak reference (which both take as it is); a weak
         # reference cannot be pickled, and neither can a node.
+        self.creator_node  # noqa: B018 - records this node as its creator's output: not the copy
         state = {name: getattr(self, name) for name in self.__slots__ if hasattr(self, name)}
         del state["__weakref__"]
         state.pop("_tangent", None)  # a copy is not the primal that a jvp differentiates
@@ -304,9 +305,12 @@ def shared_shape(shape: Any) -> tuple[Any, ...]:
     found = shapes.get(shape)
     if found is not None:
         return found
-    if len(shapes) >= 4096:
-        shapes.clear()
-    shapes[shape] = shape
+    # (A NumPy integer equals the int of its value: only shapes of ints are shared, so
+    # that no node takes the types of another's dimensions.)
+    if all(n.__class__ is int for n in shape):
+        if len(shapes) >= 4096:
+            shapes.clear()
+        shapes[shape] = shape
     return shape
 
 
