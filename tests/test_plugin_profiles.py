@@ -9,6 +9,8 @@ imports each.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import sys
 from typing import Any
 
@@ -30,6 +32,17 @@ THEIR_CONFTEST = """
     settings.register_profile("theirs", max_examples=7)
     settings.load_profile("theirs")
 """
+
+
+@pytest.fixture(autouse=True)
+def _libraries_imported_first() -> None:
+    """The libraries the inner runs take, imported before pytester notes the modules
+    it will forget when the test ends (an autouse fixture is set up before it):
+    forgotten, Dask would be imported again as new modules, whose arrays the objects
+    made from the old ones (the plugin's namespaces) no longer recognise."""
+    for name in ("dask.array", "array_api_compat.dask.array"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
 
 
 class _Modules:
