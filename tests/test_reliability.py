@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -65,6 +66,63 @@ def test_backward_from_eight_threads_into_shared_leaves_loses_no_update():
         t.join()
     np.testing.assert_array_equal(x.grad, np.full(3, 8.0 * passes))
     np.testing.assert_array_equal(w.grad, np.full(3, 8.0 * passes))  # x + 1, x = 0
+
+
+def _paused_in_double_backprop(y: Variable, label: str) -> tuple[threading.Thread, Any]:
+    """A thread running ``y.backward(enable_double_backprop=True)``, paused inside the
+    backward of the node ``label`` (its hook waits): the node runs with Variables
+    there. Returns the thread, and the event that lets it go on."""
+    inside, resume = threading.Event(), threading.Event()
+
+    def pause(f: Any) -> None:
+        if f.label == label:
+            inside.set()
+            assert resume.wait(30)
+
+    thread = threading.Thread(
+        target=lambda: y.backward(enable_double_backprop=True, function_pre_hook=pause)
+    )
+    thread.start()
+    assert inside.wait(30)
+    return thread, resume
+
+
+def _graph() -> tuple[Variable, Variable]:
+    x = Variable(np.linspace(-1.0, 1.0, 5))
+    return x, F.sum(F.tanh(F.sin(x) * 1.5) * x)
+
+
+def test_a_plain_backward_beside_a_double_backprop_of_the_same_graph():
+    # The node that a double backprop runs with Variables in one thread runs with
+    # arrays in another: taking Variables there raised TypeError.
+    x0, y0 = _graph()
+    (expected,) = agnograd.grad([y0], [x0])
+    x, y = _graph()
+    thread, resume = _paused_in_double_backprop(y, "Sin")
+    try:
+        (got,) = agnograd.grad([y], [x])
+    finally:
+        resume.set()
+        thread.join()
+    np.testing.assert_allclose(got.array, expected.array)
+    np.testing.assert_allclose(x.grad, expected.array)
+
+
+def test_two_double_backprops_of_the_same_graph_keep_their_second_order():
+    # One finishing its double backprop must not end the other's Variables: its
+    # gradient would then lose the node's dependence on what it kept, silently.
+    x0, y0 = _graph()
+    y0.backward(enable_double_backprop=True)
+    (want,) = agnograd.grad([F.sum(x0.grad_var * x0.grad_var)], [x0])
+    x, y = _graph()
+    thread, resume = _paused_in_double_backprop(y, "Tanh")
+    try:
+        agnograd.grad([y], [x], enable_double_backprop=True)
+    finally:
+        resume.set()
+        thread.join()
+    (got,) = agnograd.grad([F.sum(x.grad_var * x.grad_var)], [x])
+    np.testing.assert_allclose(got.array, want.array)
 
 
 # -- nodes used the wrong way --------------------------------------------------------

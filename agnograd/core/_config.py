@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import threading
 from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, Final
@@ -33,6 +34,50 @@ MODE: contextvars.ContextVar[tuple[bool, bool, Mapping[str, Any]]] = contextvars
     "agnograd.mode",
     default=tuple(MODE_DEFAULTS.values()),
 )
+
+
+#: The function nodes whose backward this thread runs with Variables (double backprop,
+#: a node that asks for them): the engine adds one around the call, and counts the
+#: threads that do so in the node's ``_variables_in_backward`` (see takes_variables).
+WITH_VARIABLES: contextvars.ContextVar[frozenset[Any]] = contextvars.ContextVar(
+    "agnograd.with_variables", default=frozenset()
+)
+
+
+def takes_variables(func: Any) -> bool:
+    """Whether this thread runs the backward of the node ``func`` with Variables, not
+    arrays. Another thread may be running the same node's backward the other way
+    (threads share a graph): the node's count says whether any thread does (read
+    first, so the common case costs one attribute), the thread's context which.
+
+    Examples
+    --------
+    >>> import numpy as np, agnograd
+    >>> from agnograd.core._config import takes_variables
+    >>> y = agnograd.functions.sin(agnograd.Variable(np.ones(2)))
+    >>> takes_variables(y.creator_node)
+    False
+    """
+    return bool(func._variables_in_backward) and func in WITH_VARIABLES.get()
+
+
+# Counts the threads that run a node's backward with Variables (taking_variables).
+_counting = threading.Lock()
+
+
+@contextlib.contextmanager
+def taking_variables(func: Any) -> Iterator[None]:
+    """Run the backward of the node ``func`` with Variables in this thread, within the
+    block: the engine's, for double backprop and the nodes that ask for them."""
+    with _counting:
+        func._variables_in_backward += 1
+    token = WITH_VARIABLES.set(WITH_VARIABLES.get() | {func})
+    try:
+        yield
+    finally:
+        WITH_VARIABLES.reset(token)
+        with _counting:
+            func._variables_in_backward -= 1
 
 
 #: The name under which forward mode's innermost level sits among the function hooks

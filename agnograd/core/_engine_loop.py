@@ -10,6 +10,7 @@ node's creator consumes them.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import weakref
@@ -18,7 +19,7 @@ from typing import Any
 
 from agnograd.backends._backend import _namespaces, backend_name, is_array, raw_namespace
 from agnograd.core import _debug, _extension
-from agnograd.core._config import HOOKS, MODE
+from agnograd.core._config import HOOKS, MODE, taking_variables
 from agnograd.core._function import FunctionNode
 from agnograd.core._function import symbolic as function_symbolic
 from agnograd.core._function_checks import combined_with, combines, describe_arrays
@@ -397,31 +398,28 @@ def _call_backward(
     overrides ``backward_accumulate``, the gradients of its inputs so far (taken out
     of ``grads``: what it returns replaces them)."""
     as_variables = as_variables or double or func.backward_receives_variables
-    if as_variables:
-        func._variables_in_backward = True
-        if not double:
-            gys = [None if g is None else Variable._new(g, False) for g in gys]
-    hooks = func._all_hooks() if (MODE.get()[HOOKS] or func._local_hooks) else ()
-    for hook in hooks:
-        hook.backward_preprocess(func, in_nodes, gys)
+    if as_variables and not double:
+        gys = [None if g is None else Variable._new(g, False) for g in gys]
     # Gradients of another namespace that combines with the node's (vmap's batched
     # rows of a Jacobian, into a node of unbatched arrays): its rules, which compute
     # with self.xp, run with the two combined for this call.
     xp = func.xp
     combined = combined_with(xp, gys)
-    if combined is not None:
-        func.xp = combined
-    try:
-        if grads is not None and func._accumulates:
-            wrap = as_variables and not double
-            gxs = _backward_accumulate(func, in_nodes, indexes, tuple(gys), grads, wrap)
-        else:
-            gxs = func.backward(indexes, tuple(gys))
-    finally:
-        if as_variables:
-            func._variables_in_backward = False
-        if combined is not None:
-            func.xp = xp
+    with taking_variables(func) if as_variables else contextlib.nullcontext():
+        try:
+            hooks = func._all_hooks() if (MODE.get()[HOOKS] or func._local_hooks) else ()
+            for hook in hooks:
+                hook.backward_preprocess(func, in_nodes, gys)
+            if combined is not None:
+                func.xp = combined
+            if grads is not None and func._accumulates:
+                wrap = as_variables and not double
+                gxs = _backward_accumulate(func, in_nodes, indexes, tuple(gys), grads, wrap)
+            else:
+                gxs = func.backward(indexes, tuple(gys))
+        finally:
+            if combined is not None:
+                func.xp = xp
     if hooks:  # debug mode is one of them: its check of the gradients runs here
         _debug.check_backward(func, gxs)
     for hook in hooks:

@@ -11,7 +11,7 @@ from typing import Any
 from agnograd.backends._backend import Array, _namespaces
 from agnograd.core import _debug, _extension, _graph, _link, _versions
 from agnograd.core import _type_check as type_check
-from agnograd.core._config import FORWARD_MODE, HOOKS, MODE
+from agnograd.core._config import FORWARD_MODE, HOOKS, MODE, takes_variables
 from agnograd.core._function_checks import (
     _forward_failed,
     _freed_message,
@@ -96,7 +96,7 @@ class FunctionNode:
     _saved_versions: tuple[tuple[int, ...], tuple[int, ...]] | None = None
     _saved_at = 0
     _local_hooks: dict[str, Any] | None = None
-    _variables_in_backward = False  # set by the engine while backward takes Variables
+    _variables_in_backward = 0  # threads whose backward of it takes Variables (see takes_variables)
     _retain_in: tuple[int, ...] = ()
     _retain_out: tuple[int, ...] = ()
     # For each input, the inputs its gradient reads, where the class keeps all it
@@ -466,8 +466,8 @@ class FunctionNode:
             raise RuntimeError(_freed_message(self, "inputs"))
         if self._saved_versions is not None or self.xp in _counted or _clock[0]:
             _versions.check_kept(self, "input", saved, 0)
-        if not self._variables_in_backward:
-            return saved
+        if not self._variables_in_backward or not takes_variables(self):
+            return saved  # (the count first: one attribute where no thread takes Variables)
         inputs = self.inputs
         assert inputs is not None
         return tuple(
@@ -488,7 +488,7 @@ class FunctionNode:
             raise RuntimeError(_freed_message(self, "outputs"))
         if self._saved_versions is not None or self.xp in _counted or _clock[0]:
             _versions.check_kept(self, "output", saved, 1)
-        if not self._variables_in_backward:
+        if not self._variables_in_backward or not takes_variables(self):
             return saved
         outputs = self.outputs
         assert outputs is not None

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agnograd.backends._backend import Array
+from agnograd.core._config import takes_variables
 from agnograd.core._function import FunctionNode
 from agnograd.core._function_checks import _on_accelerator
 from agnograd.core._variable import Variable
@@ -235,7 +236,7 @@ class FunctionAdapter(FunctionNode):
                 "an old-style Function returns one per input (None for an input without one)"
             )
         wanted = [gxs[i] for i in target_input_indexes]
-        if self._variables_in_backward:
+        if takes_variables(self):
             return _not_differentiable(self, wanted, grad_outputs)
         return tuple(wanted)
 

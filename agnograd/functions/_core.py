@@ -13,6 +13,7 @@ import array_api_compat
 
 from agnograd.backends._backend import SCALARS, raw_namespace
 from agnograd.core import _versions
+from agnograd.core._config import takes_variables
 from agnograd.core._fast import apply1, apply2, specialise1
 from agnograd.core._function import FunctionNode
 from agnograd.core._function import symbolic as _symbolic
@@ -255,7 +256,7 @@ class Unary(FunctionNode):
         # place and recorded versions (PyTorch). A row's class has a backward of its
         # own (see _UNARY_BACKWARD) that comes here for those alone.
         gy = grad_outputs[0]
-        xp = namespace_of(gy) if self._variables_in_backward else self.xp
+        xp = namespace_of(gy) if takes_variables(self) else self.xp
         x = self.get_retained_inputs()[0] if self._retain_in else None
         y = self.get_retained_outputs()[0] if self._retain_out else None
         return (self.rule(xp, x, y, gy),)

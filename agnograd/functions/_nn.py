@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agnograd.core._config import takes_variables
 from agnograd.core._fast import apply1, apply2
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
@@ -159,7 +160,7 @@ class SoftmaxCrossEntropy(FunctionNode):
     def backward(self, indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
         x, t = self.get_retained_inputs()
         (gy,) = grad_outputs
-        if not self._variables_in_backward:  # arrays: the gradient computed at once
+        if not takes_variables(self):  # arrays: the gradient computed at once
             gx = _cross_entropy_grad(self, self.xp, x, t, gy)
         else:  # double backprop, or a gradient graph built before it runs: one node
             grad = SoftmaxCrossEntropyGrad(self.ignore_label, self.reduce)

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from agnograd.backends._backend import dtype_name, is_array
-from agnograd.core._config import config
+from agnograd.core._config import config, takes_variables
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
 from agnograd.interop._jax_arrays import (
@@ -292,7 +292,7 @@ class _Bridged(FunctionNode):
         self, target_input_indexes: tuple[int, ...], grad_outputs: tuple[Any, ...]
     ) -> tuple[Any, ...]:
         xs = self.get_retained_inputs()  # also checks that no input was written since
-        if self._variables_in_backward or any(isinstance(g, Variable) for g in grad_outputs):
+        if takes_variables(self) or any(isinstance(g, Variable) for g in grad_outputs):
             return self._double_backward(target_input_indexes, xs, grad_outputs)
         if not self._xs and self._pullback is None:
             raise RuntimeError(

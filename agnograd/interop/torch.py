@@ -20,7 +20,7 @@ import torch
 
 from agnograd.backends._backend import adapter_for, adapter_named
 from agnograd.backends._device import Device, get_device, transfer
-from agnograd.core._config import config, get_auto_forward, graph_mode
+from agnograd.core._config import config, get_auto_forward, graph_mode, takes_variables
 from agnograd.core._engine import grad
 from agnograd.core._function import FunctionNode
 from agnograd.core._variable import Variable
@@ -449,7 +449,7 @@ class _TorchNode(FunctionNode):
         ]
         if not given:
             return (None,) * len(target_input_indexes)
-        if self._variables_in_backward:
+        if takes_variables(self):
             return self._recorded_backward(target_input_indexes, given, grad_outputs)
         ys = [self._outputs[k] for k in given]
         seeds = [
