@@ -87,34 +87,35 @@ def _paused_in_double_backprop(y: Variable, label: str) -> tuple[threading.Threa
     return thread, resume
 
 
-def _graph() -> tuple[Variable, Variable]:
-    x = Variable(np.linspace(-1.0, 1.0, 5))
+def _graph(backend: Any) -> tuple[Variable, Variable]:
+    x = backend.variable([-1.0, -0.5, 0.0, 0.5, 1.0])
     return x, F.sum(F.tanh(F.sin(x) * 1.5) * x)
 
 
-def test_a_plain_backward_beside_a_double_backprop_of_the_same_graph():
+def test_a_plain_backward_beside_a_double_backprop_of_the_same_graph(backend):
     # The node that a double backprop runs with Variables in one thread runs with
     # arrays in another: taking Variables there raised TypeError.
-    x0, y0 = _graph()
+    x0, y0 = _graph(backend)
     (expected,) = agnograd.grad([y0], [x0])
-    x, y = _graph()
+    x, y = _graph(backend)
     thread, resume = _paused_in_double_backprop(y, "Sin")
     try:
         (got,) = agnograd.grad([y], [x])
     finally:
         resume.set()
         thread.join()
-    np.testing.assert_allclose(got.array, expected.array)
-    np.testing.assert_allclose(x.grad, expected.array)
+    expected = backend.to_numpy(expected)
+    backend.assert_close(got, expected)
+    backend.assert_close(x.grad, expected)
 
 
-def test_two_double_backprops_of_the_same_graph_keep_their_second_order():
+def test_two_double_backprops_of_the_same_graph_keep_their_second_order(backend):
     # One finishing its double backprop must not end the other's Variables: its
     # gradient would then lose the node's dependence on what it kept, silently.
-    x0, y0 = _graph()
+    x0, y0 = _graph(backend)
     y0.backward(enable_double_backprop=True)
     (want,) = agnograd.grad([F.sum(x0.grad_var * x0.grad_var)], [x0])
-    x, y = _graph()
+    x, y = _graph(backend)
     thread, resume = _paused_in_double_backprop(y, "Tanh")
     try:
         agnograd.grad([y], [x], enable_double_backprop=True)
@@ -122,7 +123,7 @@ def test_two_double_backprops_of_the_same_graph_keep_their_second_order():
         resume.set()
         thread.join()
     (got,) = agnograd.grad([F.sum(x.grad_var * x.grad_var)], [x])
-    np.testing.assert_allclose(got.array, want.array)
+    backend.assert_close(got, backend.to_numpy(want))
 
 
 # -- nodes used the wrong way --------------------------------------------------------
