@@ -81,6 +81,11 @@ def _run(
     plain = not retain_grad and (
         targets is None or (relevant is None and all(t.creator_node is None for t in targets))
     )
+    # Whether a node that the fast path linked, which keeps no reference to its output
+    # (the engine knows it as the node that queued it), has its outputs recorded before
+    # it runs: the routes but the common one read them (targets, retain_grad, hooks,
+    # double backprop, clear_buffer; and node_backward, where its backward is not plain).
+    recording = not plain or special or clear_buffer
     queued = next(order)  # how many nodes were queued: their order within a rank
     pop = heapq.heappop
     push = heapq.heappush
@@ -106,8 +111,11 @@ def _run(
         if in_nodes is None:
             raise RuntimeError(f"backward reached {func.label}, which was unchained")
         outputs: Any = func._node_outs  # (None: its one output is out, see outputs_of)
+        plain_backward = func._plain_backward
+        if outputs is None and (recording or not plain_backward):
+            func._node_outs = outputs = (weakref.ref(out),)  # the routes below read them
         gys: Any
-        if outputs is None and plain:  # the common case: a node of the fast path
+        if outputs is None:  # the common case: a node of the fast path
             gys = grads.pop(out, None)
             if gys is None:
                 continue  # no gradient reached it
@@ -118,8 +126,6 @@ def _run(
                 continue
             gys = (gys,)
         else:
-            if outputs is None:  # the routes below read func.outputs
-                func._node_outs = (weakref.ref(out),)
             gys = _output_grads(func, grads, targets, collected, retain_grad)
             if gys is None:
                 continue  # none reached it, or it ran already (queued by two outputs)
@@ -137,15 +143,12 @@ def _run(
         try:
             if restoring and func in dropped:
                 _extension.define_then_run.restore(func)
-            if func._plain_backward and not special:
+            if plain_backward and not special:
                 gxs = func.backward(indexes, gys)
+            elif special:
+                gxs = _call_backward(func, in_nodes, indexes, gys, double, False, grads)
             else:
-                if func._node_outs is None:  # (they read func.outputs)
-                    func._node_outs = (weakref.ref(out),)
-                if special:
-                    gxs = _call_backward(func, in_nodes, indexes, gys, double, False, grads)
-                else:
-                    gxs = node_backward(func, in_nodes, indexes, gys, grads)
+                gxs = node_backward(func, in_nodes, indexes, gys, grads)
         except Exception as error:
             if function_symbolic.get():
                 raise GradientNeedsDataError(
@@ -161,8 +164,6 @@ def _run(
             raise
         del gys
         if clear_buffer:
-            if func._node_outs is None:
-                func._node_outs = (weakref.ref(out),)
             _free(func, keep)
         if gxs.__class__ is not tuple or len(gxs) != len(indexes):
             gxs = per_target(func, gxs, indexes, n_in)
